@@ -1,0 +1,71 @@
+# PACCP — one Makefile for the whole project.
+#   make demo   build everything (installing what is missing) and run the main job
+#   make test   build everything and run every test (cargo + pytest + lints)
+#   make bench  speed figures as JSON
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV    := .venv
+PY      := $(VENV)/bin/python
+PACCP   := $(VENV)/bin/paccp
+STAMPS  := .stamps
+RUST_SRC := $(shell find crates -name '*.rs' -o -name 'Cargo.toml' 2>/dev/null) Cargo.toml
+DEMO_OUT ?= out/demo
+
+.PHONY: help setup system-deps build demo test test-rust test-py lint fmt bench clean
+
+help:
+	@echo "make demo   - install what is missing, build, run fig4a + fig4c at full size, print the table"
+	@echo "make test   - install what is missing, build, run every test (Rust, Python, datapath, lints)"
+	@echo "make bench  - speed figures (JSON) of the engine and the datapath"
+
+# --- set-up -----------------------------------------------------------------
+$(STAMPS)/system-deps: tools/install-system-deps.sh
+	@mkdir -p $(STAMPS)
+	bash tools/install-system-deps.sh
+	@touch $@
+
+$(STAMPS)/venv: pyproject.toml | $(STAMPS)/system-deps
+	@mkdir -p $(STAMPS)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip 'maturin>=1.5,<2'
+	@touch $@
+
+# Builds the Rust extension in release mode and installs the package with its dependencies.
+$(STAMPS)/build: $(STAMPS)/venv $(RUST_SRC)
+	. $(VENV)/bin/activate && maturin develop --release --extras dev,ray --quiet
+	@touch $@
+
+system-deps: $(STAMPS)/system-deps
+setup: $(STAMPS)/build
+build: $(STAMPS)/build
+
+# --- main job ---------------------------------------------------------------
+demo: build
+	$(PACCP) reproduce fig4a fig4c --out $(DEMO_OUT)
+
+# --- tests ------------------------------------------------------------------
+test: build test-rust test-py lint
+
+test-rust: build
+	cargo test --workspace --release --quiet
+
+test-py: build
+	$(VENV)/bin/pytest -q -rs
+
+lint: build
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --release --quiet -- -D warnings
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+fmt:
+	cargo fmt --all
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: build
+	$(PACCP) bench
+
+clean:
+	rm -rf target $(VENV) $(STAMPS) out

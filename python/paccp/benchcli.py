@@ -1,0 +1,28 @@
+"""``paccp bench``: speed figures as JSON.
+
+``paccp bench`` runs the simulator benchmarks (owned by the simulator area, ``paccp.simbench``);
+``paccp bench datapath`` is added by the datapath area.
+"""
+
+from __future__ import annotations
+
+import typer
+
+bench_app = typer.Typer(
+    help="Speed figures as JSON (events/s, simulated s per wall s, peak RSS; datapath overhead).",
+    invoke_without_command=True,
+)
+
+
+@bench_app.callback()
+def bench(
+    ctx: typer.Context,
+    only: str = typer.Option("", help="comma-separated subset of simulator benchmarks to run"),
+    out: str = typer.Option("", help="also write the JSON to this file"),
+) -> None:
+    """Run the simulator benchmarks (when no sub-command is given)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from paccp import simbench
+
+    simbench.run_cli(only=only, out=out)

@@ -1,0 +1,1 @@
+"""Pricing and billing: price books, quotes, usage ingestion, the ledger, invoices."""

@@ -1,0 +1,9 @@
+"""Simulator commands: ``run``, ``reproduce``, ``optimum``, ``sweep``, ``report``."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the simulator commands to the root app."""
