@@ -3,7 +3,8 @@
 Areas own their own command modules; this file only wires them together and turns user errors into
 one line on stderr with exit code 2.
 
-- simulator: ``run``, ``reproduce``, ``optimum``, ``bench``, ``sweep``, ``report`` (``paccp.simcli``)
+- simulator: ``run``, ``reproduce``, ``optimum``, ``bench`` (``paccp.simcli``, ``paccp.simbench``)
+- workload experiments: ``sweep``, ``report`` (``paccp.workcli``)
 - pricing and billing: ``price ...``, ``bill ...`` (``paccp.pricing.cli``)
 - Linux datapath: ``datapath ...``, ``testbed ...``, ``bench datapath`` (``paccp.datapath.cli``)
 """
@@ -15,7 +16,7 @@ import sys
 import pydantic
 import typer
 
-from paccp import benchcli, simcli
+from paccp import benchcli, simcli, workcli
 from paccp.datapath import cli as datapath_cli
 from paccp.errors import UserError
 from paccp.pricing import cli as pricing_cli
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 
 simcli.register(app)
+workcli.register(app)
 app.add_typer(benchcli.bench_app, name="bench")
 pricing_cli.register(app)
 datapath_cli.register(app, benchcli.bench_app)

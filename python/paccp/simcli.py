@@ -1,4 +1,4 @@
-"""Simulator commands: ``run``, ``reproduce``, ``optimum``, ``sweep``, ``report``."""
+"""Simulator commands: ``run``, ``reproduce``, ``optimum``."""
 
 from __future__ import annotations
 
