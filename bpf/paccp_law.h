@@ -22,14 +22,10 @@
 #ifndef PACCP_LAW_H
 #define PACCP_LAW_H
 
-#ifndef __u64
-#ifdef __BPF__
-/* vmlinux.h provides __u64/__u32 */
-#else
-#include <stdint.h>
-typedef uint64_t __u64;
-typedef uint32_t __u32;
-#endif
+#ifndef __BPF__
+/* same definitions as <linux/types.h>, so including both is harmless; BPF gets them from vmlinux.h */
+typedef unsigned long long __u64;
+typedef unsigned int __u32;
 #endif
 
 #define PACCP_SHIFT 20
@@ -182,7 +178,7 @@ paccp_rtt_ack(__u64 w, int ss, __u64 wmin, __u64 omega, __u64 rcos, __u64 p3, __
 /*
  * Wmin = theta * srtt / MSS in Q20 segments. theta in bit/s, srtt in ns, mss in bytes.
  * Computed as (theta * srtt_ns / 1000) / (8 * mss * 1e6) with a quotient/remainder split so the Q20
- * shift never overflows for theta <= 1.8 Tbit/s and srtt <= 10 s.
+ * shift never overflows; theta is capped at 1.8 Tbit/s and srtt at 4.29 s.
  */
 static __attribute__((always_inline)) inline __u64 paccp_wmin(__u64 theta_bps, __u64 srtt_ns, __u64 mss)
 {
@@ -190,11 +186,11 @@ static __attribute__((always_inline)) inline __u64 paccp_wmin(__u64 theta_bps, _
 
 	if (theta_bps == 0 || srtt_ns == 0 || mss == 0)
 		return 0;
-	if (srtt_ns > 10000000000ULL)
-		srtt_ns = 10000000000ULL;
+	if (srtt_ns > 0xFFFFFFFFULL)
+		srtt_ns = 0xFFFFFFFFULL;
 	if (theta_bps > 1800000000000ULL)
 		theta_bps = 1800000000000ULL;
-	if (theta_bps <= 0xFFFFFFFFFFFFFFFFULL / srtt_ns)
+	if (theta_bps <= 0xFFFFFFFFULL) /* both < 2^32: the product cannot overflow */
 		num = theta_bps * srtt_ns / 1000;
 	else
 		num = (theta_bps / 1000) * srtt_ns;

@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * PACCP as a BPF struct_ops TCP congestion control ("paccp") plus a sockops program that selects it for
+ * the connections of a VM's cgroup. Control law: paccp_law.h (SPEC section 3), applied per ACK.
+ *
+ * Parameters are resolved on every cong_avoid call (so run-time changes reach live flows):
+ *   per-socket sk_storage (paccp_sk_par) > flow rule by port (paccp_rules: destination port, then local
+ *   port) > per-VM cgroup pair (paccp_vm_cfg) split equally over the cgroup's active paccp flows (VBP)
+ *   > default BE (theta 0, omega 1).
+ * Metering: per flow (paccp_flows), per cgroup (paccp_vm_state) and per (flow|cgroup, pair) slices
+ * (paccp_slices), updated on each ACK. Struct layouts are mirrored in python/paccp/datapath/maps.py.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "paccp_law.h"
+
+char _license[] SEC("license") = "GPL";
+
+#define SOL_TCP 6
+#define TCP_CONGESTION 13
+#define TCP_CONG_NON_RESTRICTED 0x1
+#define PACCP_MIN_CWND_SEG 2 /* floor of the decreased window, as Reno (see README) */
+#define PACCP_MAX_ACK_LOOP 256
+
+enum paccp_src { SRC_DEFAULT = 0, SRC_VM = 1, SRC_RULE = 2, SRC_SOCKET = 3 };
+enum paccp_kind { KIND_FLOW = 0, KIND_VM = 1 };
+
+struct paccp_params {
+	__u64 theta_bps;
+	__u32 omega_q20;
+	__u32 flags; /* 1 = set */
+};
+
+struct paccp_sk_meta {
+	__u64 cgid;
+};
+
+struct paccp_vm_state {
+	__u32 active;
+	__u32 pad;
+	__u64 bytes_acked;
+	__u64 pair_theta;
+	__u32 pair_omega;
+	__u32 pad2;
+	__u64 pair_since_ns;
+	__u64 pair_bytes0;
+};
+
+struct paccp_flow {
+	__u64 cgid;
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+	__u32 ended;
+	__u64 theta_bps; /* effective (after VBP split) */
+	__u32 omega_q20; /* effective */
+	__u32 source;
+	__u32 cwnd;
+	__u32 srtt_us;
+	__u64 wmin_q20;
+	__u64 bytes_acked;
+	__u64 start_ns;
+	__u64 last_ns;
+	__u64 pair_since_ns;
+	__u64 pair_bytes0;
+	__u64 netns;
+};
+
+struct paccp_slice_key {
+	__u64 id;
+	__u64 theta_bps;
+	__u32 omega_q20;
+	__u32 kind;
+};
+
+struct paccp_slice {
+	__u64 ns;
+	__u64 bytes;
+};
+
+struct paccp_global {
+	__u64 rcos_q20;
+	__u64 next_flow_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct paccp_params);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_sk_par SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct paccp_sk_meta);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_sk_meta SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct paccp_params);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct paccp_params);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_vm_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct paccp_vm_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_vm_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct paccp_flow);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct paccp_slice_key);
+	__type(value, struct paccp_slice);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_slices SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct paccp_global);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_global SEC(".maps");
+
+/* Congestion-control state in inet_csk_ca (must stay <= ICSK_CA_PRIV_SIZE = 104 bytes). */
+struct paccp_ca {
+	__u64 flow_id;
+	__u64 cgid;
+	__u64 omega_cached; /* omega for which p3_cached is valid (Q20, +1 so 0 means none) */
+	__u64 p3_cached;
+	__u64 last_bytes; /* tp->bytes_acked at the last metering */
+	__u32 frac;       /* fractional window remainder (Q20) */
+	__u32 last_cwnd;  /* snd_cwnd when frac was stored */
+	__u32 prior_cwnd;
+	__u32 counted;    /* counted in paccp_vm_state.active */
+};
+
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct paccp_ca *ca_of(const struct sock *sk)
+{
+	return (struct paccp_ca *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+static __always_inline int in_slow_start(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd < tp->snd_ssthresh;
+}
+
+static __always_inline int cwnd_limited(const struct sock *sk)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+
+	if (in_slow_start(tp))
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
+static __always_inline __u64 rcos_q20(void)
+{
+	__u32 zero = 0;
+	struct paccp_global *g = bpf_map_lookup_elem(&paccp_global, &zero);
+
+	if (g && g->rcos_q20 >= PACCP_ONE)
+		return g->rcos_q20;
+	return PACCP_RCOS_DEFAULT;
+}
+
+/* Resolve the effective (theta, omega) of a socket; returns the source (enum paccp_src). */
+static __always_inline __u32 resolve(struct sock *sk, struct paccp_ca *ca, __u64 *theta, __u64 *omega)
+{
+	struct paccp_params *p;
+	__u32 port;
+
+	p = bpf_sk_storage_get(&paccp_sk_par, sk, 0, 0);
+	if (p && p->flags && p->omega_q20) {
+		*theta = p->theta_bps;
+		*omega = p->omega_q20;
+		return SRC_SOCKET;
+	}
+	port = bpf_ntohs(sk->__sk_common.skc_dport);
+	p = bpf_map_lookup_elem(&paccp_rules, &port);
+	if (!p) {
+		port = sk->__sk_common.skc_num;
+		p = bpf_map_lookup_elem(&paccp_rules, &port);
+	}
+	if (p && p->flags && p->omega_q20) {
+		*theta = p->theta_bps;
+		*omega = p->omega_q20;
+		return SRC_RULE;
+	}
+	if (ca->cgid) {
+		__u64 cgid = ca->cgid;
+
+		p = bpf_map_lookup_elem(&paccp_vm_cfg, &cgid);
+		if (p && p->flags && p->omega_q20) {
+			struct paccp_vm_state *st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
+			__u32 n = st ? st->active : 1;
+
+			if (n == 0)
+				n = 1;
+			*theta = p->theta_bps / n;
+			*omega = p->omega_q20 / n;
+			if (*omega == 0)
+				*omega = 1;
+			return SRC_VM;
+		}
+	}
+	*theta = 0;
+	*omega = PACCP_ONE;
+	return SRC_DEFAULT;
+}
+
+static __always_inline void add_slice(__u64 id, __u32 kind, __u64 theta, __u32 omega, __u64 ns, __u64 bytes)
+{
+	struct paccp_slice_key k = {};
+	struct paccp_slice *s, init = {};
+
+	if (!omega)
+		return; /* no pair yet */
+	k.id = id;
+	k.kind = kind;
+	k.theta_bps = theta;
+	k.omega_q20 = omega;
+	s = bpf_map_lookup_elem(&paccp_slices, &k);
+	if (!s) {
+		bpf_map_update_elem(&paccp_slices, &k, &init, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&paccp_slices, &k);
+		if (!s)
+			return;
+	}
+	__sync_fetch_and_add(&s->ns, ns);
+	__sync_fetch_and_add(&s->bytes, bytes);
+}
+
+/* Per-flow and per-cgroup metering; closes a (theta, omega) slice when the pair changed. */
+static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 theta, __u64 omega, __u32 src,
+			 __u64 wmin, int ended)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u64 now = bpf_ktime_get_ns();
+	__u64 fid = ca->flow_id;
+	__u64 bytes = tp->bytes_acked;
+	__u64 delta = bytes - ca->last_bytes;
+	struct paccp_flow *f;
+
+	ca->last_bytes = bytes;
+	f = bpf_map_lookup_elem(&paccp_flows, &fid);
+	if (f) {
+		if (f->theta_bps != theta || f->omega_q20 != omega) {
+			add_slice(fid, KIND_FLOW, f->theta_bps, f->omega_q20, now - f->pair_since_ns,
+				  bytes - f->pair_bytes0);
+			f->theta_bps = theta;
+			f->omega_q20 = (__u32)omega;
+			f->pair_since_ns = now;
+			f->pair_bytes0 = bytes;
+		}
+		f->source = src;
+		f->cwnd = tp->snd_cwnd;
+		f->srtt_us = tp->srtt_us >> 3;
+		f->wmin_q20 = wmin;
+		f->bytes_acked = bytes;
+		f->last_ns = now;
+		if (ended) {
+			add_slice(fid, KIND_FLOW, theta, (__u32)omega, now - f->pair_since_ns,
+				  bytes - f->pair_bytes0);
+			f->pair_since_ns = now;
+			f->pair_bytes0 = bytes;
+			f->ended = 1;
+		}
+	}
+	if (ca->cgid) {
+		__u64 cgid = ca->cgid;
+		struct paccp_vm_state *st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
+		struct paccp_params *cfg = bpf_map_lookup_elem(&paccp_vm_cfg, &cgid);
+		__u64 ct = 0;
+		__u32 co = PACCP_ONE;
+
+		if (cfg && cfg->flags && cfg->omega_q20) {
+			ct = cfg->theta_bps;
+			co = cfg->omega_q20;
+		}
+		if (st) {
+			__sync_fetch_and_add(&st->bytes_acked, delta);
+			if (st->pair_theta != ct || st->pair_omega != co) {
+				__u64 b = st->bytes_acked;
+
+				add_slice(cgid, KIND_VM, st->pair_theta, st->pair_omega,
+					  now - st->pair_since_ns, b - st->pair_bytes0);
+				st->pair_theta = ct;
+				st->pair_omega = co;
+				st->pair_since_ns = now;
+				st->pair_bytes0 = b;
+			}
+		}
+	}
+}
+
+static __always_inline __u64 pow3_cached(struct paccp_ca *ca, __u64 omega)
+{
+	if (ca->omega_cached != omega + 1) {
+		ca->p3_cached = paccp_pow3_1m(omega);
+		ca->omega_cached = omega + 1;
+	}
+	return ca->p3_cached;
+}
+
+static __always_inline __u64 wmin_of(struct sock *sk, __u64 theta)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	/* srtt_us holds 8 x the smoothed RTT in microseconds: x125 gives ns */
+	return paccp_wmin(theta, (__u64)tp->srtt_us * 125, tp->mss_cache);
+}
+
+struct ack_loop {
+	__u64 w, ssth, wmin, omega, rcos, p3;
+};
+
+/* One acknowledged segment (bpf_loop callback): the regime is re-evaluated before every segment. */
+static long ack_step(__u32 index, void *data)
+{
+	struct ack_loop *c = data;
+
+	c->w = paccp_ack_one(c->w, c->w < c->ssth, c->wmin, c->omega, c->rcos, c->p3, PACCP_ONE);
+	return 0;
+}
+
+SEC("struct_ops/paccp_init")
+void BPF_PROG(paccp_init, struct sock *sk)
+{
+	struct paccp_ca *ca = ca_of(sk);
+	struct paccp_sk_meta *meta;
+	struct paccp_global *g;
+	struct paccp_flow f = {};
+	__u32 zero = 0;
+	__u64 fid = 0;
+
+	ca->frac = 0;
+	ca->last_cwnd = 0;
+	ca->omega_cached = 0;
+	ca->last_bytes = tcp_sk(sk)->bytes_acked;
+	ca->cgid = 0;
+	meta = bpf_sk_storage_get(&paccp_sk_meta, sk, 0, 0);
+	if (meta)
+		ca->cgid = meta->cgid;
+	if (ca->cgid && !ca->counted) {
+		__u64 cgid = ca->cgid;
+		struct paccp_vm_state init = {}, *st;
+
+		bpf_map_update_elem(&paccp_vm_state, &cgid, &init, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
+		if (st) {
+			__sync_fetch_and_add(&st->active, 1);
+			ca->counted = 1;
+		}
+	}
+	g = bpf_map_lookup_elem(&paccp_global, &zero);
+	if (g)
+		fid = __sync_fetch_and_add(&g->next_flow_id, 1) + 1;
+	ca->flow_id = fid;
+	f.cgid = ca->cgid;
+	f.saddr = sk->__sk_common.skc_rcv_saddr;
+	f.daddr = sk->__sk_common.skc_daddr;
+	f.sport = sk->__sk_common.skc_num;
+	f.dport = bpf_ntohs(sk->__sk_common.skc_dport);
+	f.start_ns = bpf_ktime_get_ns();
+	f.last_ns = f.start_ns;
+	f.pair_since_ns = f.start_ns;
+	f.pair_bytes0 = ca->last_bytes;
+	f.bytes_acked = ca->last_bytes;
+	f.netns = sk->__sk_common.skc_net.net->net_cookie;
+	if (fid)
+		bpf_map_update_elem(&paccp_flows, &fid, &f, BPF_ANY);
+}
+
+SEC("struct_ops/paccp_release")
+void BPF_PROG(paccp_release, struct sock *sk)
+{
+	struct paccp_ca *ca = ca_of(sk);
+	__u64 theta = 0, omega = PACCP_ONE;
+	__u32 src;
+
+	src = resolve(sk, ca, &theta, &omega);
+	meter(sk, ca, theta, omega, src, 0, 1);
+	if (ca->counted && ca->cgid) {
+		__u64 cgid = ca->cgid;
+		struct paccp_vm_state *st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
+
+		if (st && st->active > 0)
+			__sync_fetch_and_add(&st->active, -1);
+		ca->counted = 0;
+	}
+}
+
+SEC("struct_ops/paccp_cong_avoid")
+void BPF_PROG(paccp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct paccp_ca *ca = ca_of(sk);
+	__u64 theta = 0, omega = PACCP_ONE, wmin, rcos, p3, w, ssth;
+	struct ack_loop lc = {};
+	__u32 src, n, cw;
+
+	src = resolve(sk, ca, &theta, &omega);
+	wmin = wmin_of(sk, theta);
+	meter(sk, ca, theta, omega, src, wmin, 0);
+	if (!cwnd_limited(sk))
+		return;
+	rcos = rcos_q20();
+	p3 = pow3_cached(ca, omega);
+	cw = tp->snd_cwnd;
+	w = (__u64)cw << PACCP_SHIFT;
+	if (cw == ca->last_cwnd)
+		w += ca->frac;
+	ssth = (__u64)tp->snd_ssthresh << PACCP_SHIFT;
+	n = acked;
+	if (n > PACCP_MAX_ACK_LOOP)
+		n = PACCP_MAX_ACK_LOOP;
+	lc.w = w;
+	lc.ssth = ssth;
+	lc.wmin = wmin;
+	lc.omega = omega;
+	lc.rcos = rcos;
+	lc.p3 = p3;
+	bpf_loop(n, ack_step, &lc, 0);
+	w = lc.w;
+	cw = (__u32)(w >> PACCP_SHIFT);
+	if (cw > tp->snd_cwnd_clamp) {
+		cw = tp->snd_cwnd_clamp;
+		w = (__u64)cw << PACCP_SHIFT;
+	}
+	tp->snd_cwnd = cw;
+	ca->frac = (__u32)(w & (PACCP_ONE - 1));
+	ca->last_cwnd = cw;
+}
+
+SEC("struct_ops/paccp_ssthresh")
+__u32 BPF_PROG(paccp_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct paccp_ca *ca = ca_of(sk);
+	__u64 theta = 0, omega = PACCP_ONE, w, r;
+	__u32 cw = tp->snd_cwnd;
+
+	resolve(sk, ca, &theta, &omega);
+	w = (__u64)cw << PACCP_SHIFT;
+	if (cw == ca->last_cwnd)
+		w += ca->frac;
+	r = paccp_loss(w, in_slow_start(tp), omega, pow3_cached(ca, omega),
+		       (__u64)PACCP_MIN_CWND_SEG << PACCP_SHIFT);
+	ca->prior_cwnd = cw;
+	ca->frac = 0;
+	ca->last_cwnd = 0;
+	return (__u32)(r >> PACCP_SHIFT);
+}
+
+SEC("struct_ops/paccp_undo_cwnd")
+__u32 BPF_PROG(paccp_undo_cwnd, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct paccp_ca *ca = ca_of(sk);
+
+	return tp->snd_cwnd > ca->prior_cwnd ? tp->snd_cwnd : ca->prior_cwnd;
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops paccp_ops = {
+	.init = (void *)paccp_init,
+	.release = (void *)paccp_release,
+	.cong_avoid = (void *)paccp_cong_avoid,
+	.ssthresh = (void *)paccp_ssthresh,
+	.undo_cwnd = (void *)paccp_undo_cwnd,
+	.flags = TCP_CONG_NON_RESTRICTED,
+	.name = "paccp",
+};
+
+/* sockops: select paccp for a VM cgroup's connections and record the cgroup id (active opens). */
+SEC("sockops")
+int paccp_sockops(struct bpf_sock_ops *skops)
+{
+	char name[] = "paccp";
+	struct paccp_sk_meta *meta;
+	struct bpf_sock *sk;
+
+	if (skops->op != BPF_SOCK_OPS_TCP_CONNECT_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
+		return 1;
+	sk = skops->sk;
+	if (!sk)
+		return 1;
+	if (skops->op == BPF_SOCK_OPS_TCP_CONNECT_CB) {
+		meta = bpf_sk_storage_get(&paccp_sk_meta, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (meta)
+			meta->cgid = bpf_get_current_cgroup_id();
+	}
+	bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, name, sizeof(name));
+	return 1;
+}
