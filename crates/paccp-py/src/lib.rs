@@ -1,9 +1,44 @@
 //! Thin Python bindings of the engine (`paccp._engine`).
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+
+/// Runs one scenario (JSON of docs/engine-contract.md) and returns the output JSON.
+///
+/// `progress(sim_ns_done, sim_ns_total)` is called about 100 times; an exception it raises aborts the
+/// run and is re-raised. Engine errors are raised as `ValueError` with the engine's message.
+#[pyfunction]
+#[pyo3(signature = (scenario_json, progress=None))]
+fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> PyResult<String> {
+    let mut py_err: Option<PyErr> = None;
+    let result = match progress {
+        None => paccp_sim::run_json(scenario_json, None),
+        Some(cb) => {
+            let mut f = |done: u64, total: u64| -> Result<(), String> {
+                match cb.call1(py, (done, total)) {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        let msg = e.to_string();
+                        py_err = Some(e);
+                        Err(msg)
+                    }
+                }
+            };
+            paccp_sim::run_json(scenario_json, Some(&mut f))
+        }
+    };
+    match result {
+        Ok(s) => Ok(s),
+        Err(e) => match py_err {
+            Some(pe) => Err(pe),
+            None => Err(PyValueError::new_err(e.to_string())),
+        },
+    }
+}
 
 /// Python module `paccp._engine`.
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", paccp_sim::VERSION)?;
+    m.add_function(wrap_pyfunction!(run_json, m)?)?;
     Ok(())
 }

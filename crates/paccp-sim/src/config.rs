@@ -1,0 +1,356 @@
+//! The engine's input, parsed from the JSON of docs/engine-contract.md (unknown keys are errors).
+use serde::Deserialize;
+
+/// One fully resolved scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Master seed of every random stream.
+    pub seed: u64,
+    /// Simulated duration in ns.
+    pub duration_ns: u64,
+    /// Packet sizes.
+    pub packet: PacketCfg,
+    /// TCP parameters.
+    pub transport: TransportCfg,
+    /// Congestion control.
+    pub cc: CcCfg,
+    /// The network.
+    pub topology: TopologyCfg,
+    /// Path selection.
+    pub routing: RoutingCfg,
+    /// Virtual machines (VBP pairs).
+    #[serde(default)]
+    pub vms: Vec<VmCfg>,
+    /// Fixed flows.
+    #[serde(default)]
+    pub flows: Vec<FlowCfg>,
+    /// Generators of finite flows.
+    #[serde(default)]
+    pub arrivals: Vec<ArrivalCfg>,
+    /// What to sample.
+    pub sampling: SamplingCfg,
+}
+
+/// Packet sizes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PacketCfg {
+    /// Size of a full data packet on the wire.
+    pub mtu_bytes: u64,
+    /// Header bytes of a data packet (MSS = mtu - header).
+    pub header_bytes: u64,
+    /// Size of an ACK on the wire.
+    pub ack_bytes: u64,
+}
+
+/// TCP parameters.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransportCfg {
+    /// Initial congestion window (segments).
+    pub init_cwnd_pkts: f64,
+    /// Lower bound of the RTO.
+    pub min_rto_ns: u64,
+    /// RTO before the first RTT sample.
+    pub initial_rto_ns: u64,
+    /// Upper bound of the RTO (after backoff).
+    pub max_rto_ns: u64,
+    /// Acknowledge every second in-order segment (or on timeout).
+    pub delayed_ack: bool,
+    /// Delayed-ACK timeout.
+    pub delayed_ack_timeout_ns: u64,
+    /// Duplicate ACKs that trigger fast retransmit.
+    pub dupack_threshold: u32,
+}
+
+/// Congestion control selection.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CcCfg {
+    /// PACCP (SPEC section 3).
+    Paccp {
+        /// Acceleration constant below Wmin (> 1).
+        rcos: f64,
+        /// Floor of the window in segments.
+        #[serde(default = "one")]
+        min_cwnd_pkts: f64,
+    },
+    /// TCP Reno (ignores theta/omega).
+    Reno {
+        /// Floor of the window in segments.
+        #[serde(default = "one")]
+        min_cwnd_pkts: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A queue limit.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum BufCfg {
+    /// At most this many packets (including the one being serialised).
+    Packets(u64),
+    /// At most this many bytes (including the packet being serialised).
+    Bytes(u64),
+}
+
+/// A full-duplex link's parameters.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCfg {
+    /// Rate of each direction.
+    pub rate_bps: u64,
+    /// Propagation delay.
+    pub delay_ns: u64,
+    /// Output queue of each direction.
+    pub buffer: BufCfg,
+}
+
+/// A node of an explicit topology.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeCfg {
+    /// Unique name.
+    pub name: String,
+    /// `host` or `switch`.
+    pub kind: NodeKind,
+}
+
+/// Kind of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    /// An end host (sends and receives; never forwards).
+    Host,
+    /// A switch (forwards).
+    Switch,
+}
+
+/// A link of an explicit topology.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplicitLinkCfg {
+    /// One end.
+    pub a: String,
+    /// The other end.
+    pub b: String,
+    /// Rate of each direction.
+    pub rate_bps: u64,
+    /// Propagation delay.
+    pub delay_ns: u64,
+    /// Output queue of each direction.
+    pub buffer: BufCfg,
+}
+
+/// The network.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TopologyCfg {
+    /// Two-tier leaf-spine.
+    LeafSpine {
+        /// Number of leaves.
+        leaves: u32,
+        /// Number of spines.
+        spines: u32,
+        /// Hosts under each leaf.
+        hosts_per_leaf: u32,
+        /// Host-leaf links.
+        host_link: LinkCfg,
+        /// Leaf-spine links.
+        fabric_link: LinkCfg,
+        /// Host NIC queue.
+        nic_buffer: BufCfg,
+    },
+    /// Dumbbell: left hosts - left router - right router - right hosts.
+    Dumbbell {
+        /// Hosts on the left.
+        left_hosts: u32,
+        /// Hosts on the right.
+        right_hosts: u32,
+        /// Host-router links.
+        access_link: LinkCfg,
+        /// Router-router link.
+        bottleneck_link: LinkCfg,
+        /// Host NIC queue.
+        nic_buffer: BufCfg,
+    },
+    /// Any graph of hosts and switches.
+    Explicit {
+        /// Nodes.
+        nodes: Vec<NodeCfg>,
+        /// Links.
+        links: Vec<ExplicitLinkCfg>,
+        /// Host NIC queue.
+        nic_buffer: BufCfg,
+    },
+}
+
+/// Path selection.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RoutingCfg {
+    /// Per-flow ECMP over hop-count shortest paths.
+    Ecmp,
+    /// Leaf s to leaf d through spine ((d - s) mod L) - 1 (leaf-spine only).
+    LeafSpinePaper,
+}
+
+/// A virtual machine with a VBP pair.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmCfg {
+    /// Unique id.
+    pub id: String,
+    /// Host it runs on.
+    pub host: String,
+    /// Class label.
+    pub label: String,
+    /// Minimum rate of the whole VM.
+    pub theta_bps: u64,
+    /// Weight of the whole VM.
+    pub omega: f64,
+}
+
+/// A scheduled FBP change.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeCfg {
+    /// When it takes effect.
+    pub at_ns: u64,
+    /// New minimum rate.
+    pub theta_bps: u64,
+    /// New weight.
+    pub omega: f64,
+}
+
+/// A fixed flow.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowCfg {
+    /// Unique id.
+    pub id: String,
+    /// Sending host.
+    pub src: String,
+    /// Receiving host.
+    pub dst: String,
+    /// Bytes to send; `null` = unlimited.
+    pub size_bytes: Option<u64>,
+    /// Start time.
+    pub start_ns: u64,
+    /// Minimum rate (FBP).
+    #[serde(default)]
+    pub theta_bps: u64,
+    /// Weight (FBP).
+    #[serde(default = "one")]
+    pub omega: f64,
+    /// VM whose pair it shares (VBP), or null.
+    #[serde(default)]
+    pub vm: Option<String>,
+    /// Free-text class label.
+    #[serde(default)]
+    pub label: String,
+    /// Scheduled FBP changes.
+    #[serde(default)]
+    pub changes: Vec<ChangeCfg>,
+}
+
+/// Destination rule of an arrival generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DestRule {
+    /// Uniform over hosts under another leaf.
+    OtherLeaf,
+    /// Uniform over every other host.
+    AnyOtherHost,
+}
+
+/// One class of a `mix` CoS rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CosClass {
+    /// Label.
+    pub label: String,
+    /// Probability.
+    pub prob: f64,
+    /// Minimum rate.
+    pub theta_bps: u64,
+    /// Weight.
+    pub omega: f64,
+}
+
+/// How an arriving flow gets its class.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CosRule {
+    /// The VM on the source host (BE (0, 1) if none).
+    ByVm,
+    /// Drawn from a distribution of classes.
+    Mix {
+        /// The classes.
+        classes: Vec<CosClass>,
+    },
+}
+
+/// Arrival generator kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArrivalKind {
+    /// Exponential gaps.
+    Poisson,
+}
+
+/// A generator of finite flows.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrivalCfg {
+    /// Kind (only `poisson`).
+    pub kind: ArrivalKind,
+    /// Prefix of generated flow ids.
+    pub id_prefix: String,
+    /// Mean arrivals per second.
+    pub rate_per_s: f64,
+    /// First possible arrival.
+    pub start_ns: u64,
+    /// No arrival at or after this time.
+    pub stop_ns: u64,
+    /// Cap on the number of flows.
+    #[serde(default)]
+    pub max_flows: Option<u64>,
+    /// Source hosts.
+    pub sources: Vec<String>,
+    /// Destination rule.
+    pub destination: DestRule,
+    /// Size CDF: (bytes, cumulative probability) points.
+    pub size_cdf: Vec<(f64, f64)>,
+    /// Class rule.
+    pub cos: CosRule,
+}
+
+/// Which flows are sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleFlows {
+    /// None.
+    None,
+    /// Flows with unlimited size.
+    LongLived,
+    /// Every flow.
+    All,
+}
+
+/// Sampling.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingCfg {
+    /// Sampling period.
+    pub interval_ns: u64,
+    /// Flows to sample.
+    pub flows: SampleFlows,
+    /// Also sample cwnd and Wmin.
+    #[serde(default)]
+    pub cwnd: bool,
+}
