@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from typing import Any
 
@@ -81,7 +82,7 @@ def test_run_returns_tables_samples_and_stats() -> None:
     assert res.stats["events"] > 0 and res.stats["packets_sent"] > 0
     assert 50 <= len(calls) <= 110
     assert calls[-1] == (20_000_000, 20_000_000)
-    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:], strict=False))
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
 
 
 def test_same_input_same_output() -> None:
