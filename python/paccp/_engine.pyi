@@ -1,0 +1,8 @@
+"""Type stub of the Rust extension module ``paccp._engine`` (crates/paccp-py)."""
+
+from collections.abc import Callable
+
+VERSION: str
+
+def run_json(scenario_json: str, progress: Callable[[int, int], None] | None = None) -> str:
+    """Runs one scenario (docs/engine-contract.md); engine errors raise ValueError."""
