@@ -115,7 +115,7 @@ def parse_output(out: Mapping[str, Any]) -> EngineResult:
 
 def run_json(scenario_json: str, progress: ProgressFn | None = None) -> str:
     """Runs the engine on a JSON document; engine errors become :class:`UserError`."""
-    from paccp import _engine
+    import paccp._engine as _engine
 
     try:
         out: str = _engine.run_json(scenario_json, progress)
