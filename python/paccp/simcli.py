@@ -2,8 +2,69 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+
+from paccp.errors import UserError
+
+
+def optimum(
+    problem: Path = typer.Argument(..., help="problem JSON: {links: {name: bps}, flows: [...]}"),
+) -> None:
+    """Solve max sum omega*log(x) s.t. link capacities and x >= theta; print rates, utility, bottlenecks."""
+    from paccp import optimum as opt
+
+    sol = opt.solve(opt.load_problem(problem))
+    typer.echo(json.dumps(sol.to_json(), indent=2, sort_keys=True))
+
+
+def run(
+    scenario: Path = typer.Argument(..., help="scenario TOML file (see scenarios/)"),
+    out: Path = typer.Option(..., "--out", help="run directory to write (created; files are overwritten)"),
+    seed: int | None = typer.Option(None, "--seed", help="override [run] seed"),
+) -> None:
+    """Run one scenario and write a run directory (summary.json, flows.parquet/csv, usage.jsonl, plots)."""
+    import paccp.rundir as rundir
+    from paccp.scenario import load_scenario
+
+    sc = load_scenario(scenario)
+    if seed is not None:
+        if seed < 0:
+            raise UserError(f"--seed must be >= 0, got {seed}")
+        sc = sc.model_copy(update={"run": sc.run.model_copy(update={"seed": seed})})
+    summary = rundir.run_scenario(sc, out, scenario_text=scenario.read_text(encoding="utf-8"))
+    typer.echo(f"wrote {out} ({summary['n_flows']} flows, {summary['n_finished']} finished)")
+
+
+def reproduce(
+    experiments: list[str] = typer.Argument(..., help="experiment ids, e.g. fig4a fig4c fig5"),
+    out: Path = typer.Option(..., "--out", help="output directory; each experiment writes DIR/<id>/"),
+    duration: str | None = typer.Option(None, "--duration", help="simulated time per run, e.g. 200ms"),
+    seed: int = typer.Option(1, "--seed", help="random seed"),
+    quick: bool = typer.Option(False, "--quick", help="scaled-down run (for tests; see the README)"),
+) -> None:
+    """Reproduce paper experiments and compare with the paper's numbers and the optimum."""
+    from paccp.experiments import ExperimentOptions, load_all
+    from paccp.units import parse_duration_ns
+
+    registry = load_all()
+    unknown = [e for e in experiments if e not in registry]
+    if unknown:
+        raise UserError(f"unknown experiment {unknown[0]!r} (known: {', '.join(sorted(registry))})")
+    if seed < 0:
+        raise UserError(f"--seed must be >= 0, got {seed}")
+    dur = parse_duration_ns(duration) if duration is not None else None
+    if dur is not None and dur <= 0:
+        raise UserError("--duration must be > 0")
+    for exp_id in experiments:
+        opts = ExperimentOptions(out_dir=out, seed=seed, quick=quick, duration_ns=dur)
+        registry[exp_id].run(opts)
 
 
 def register(app: typer.Typer) -> None:
     """Add the simulator commands to the root app."""
+    app.command("run")(run)
+    app.command("reproduce")(reproduce)
+    app.command("optimum")(optimum)

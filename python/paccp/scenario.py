@@ -1,0 +1,742 @@
+"""Scenarios: the TOML schema a user writes, its validation, and its conversion to the engine's JSON.
+
+This module owns every default of a simulation (the engine has none, see docs/engine-contract.md).
+Quantities take human units: rates ``"10Gbit"``, durations ``"20us"``, sizes ``"1.5MB"``; buffers
+``"100pkt"`` (packets) or ``"150KB"`` (bytes; a bare integer is packets). A bare number for a duration is
+seconds and for a rate bit/s (:mod:`paccp.units`).
+
+Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` / ``[[arrivals]]``)::
+
+    [run]        seed, duration, warmup, sample_interval, sample_flows, sample_cwnd
+    [transport]  mtu, header, ack, init_cwnd, min_rto, initial_rto, max_rto, delayed_ack,
+                 delayed_ack_timeout, dupack_threshold
+    [cc]         kind = "paccp" | "reno", rcos, min_cwnd
+    [topology]   kind = "leaf_spine" | "dumbbell" | "explicit" (+ its fields)
+    [routing]    kind = "ecmp" | "leaf_spine_paper"
+    [billing]    epoch (ISO-8601 UTC), tenant (default tenant of flows without a VM)
+    [[vms]]      id, host, theta, omega, cos, label, tenant
+    [[flows]]    id, src, dst, size (absent = long-lived), start, theta, omega, vm, cos, label, tenant,
+                 deadline, [[flows.changes]] (at, theta, omega)
+    [[arrivals]] workload (name or CDF path), load or rate_per_s, start, stop, max_flows, sources,
+                 destination, cos (by_vm or mix), reference_capacity
+
+Arrival load: ``rate_per_s = load * C_ref / (8 * mean_size_bytes)`` where ``mean_size_bytes`` is the
+mean payload of the workload's piecewise-linear sampler and ``C_ref`` is, for a leaf-spine, the total
+leaf-to-spine capacity ``leaves * spines * fabric_rate`` (the paper's definition: traffic only between
+racks); for a dumbbell the bottleneck rate; for an explicit topology ``reference_capacity`` (required).
+
+Class of service of a flow (``cos`` column of run outputs): the ``cos`` field of the flow, else of its
+VM; otherwise derived from the flow's (or its VM's) initial pair: theta > 0 -> ``mrg``, else omega > 1
+-> ``ds``, else ``be``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import tomllib
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from paccp.errors import UserError
+from paccp.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
+
+
+def _wrap(fn: Any) -> Any:
+    def conv(v: Any) -> Any:
+        if v is None:
+            return None
+        try:
+            return fn(v)
+        except UserError as exc:
+            raise ValueError(exc.message) from None
+
+    return conv
+
+
+Rate = Annotated[int, BeforeValidator(_wrap(parse_rate_bps))]
+Duration = Annotated[int, BeforeValidator(_wrap(parse_duration_ns))]
+Size = Annotated[int, BeforeValidator(_wrap(parse_size_bytes))]
+
+
+def _parse_buffer(v: Any) -> dict[str, int]:
+    if isinstance(v, dict):
+        return v
+    if isinstance(v, bool):
+        raise ValueError(f"cannot parse buffer {v!r}")
+    if isinstance(v, int):
+        if v <= 0:
+            raise ValueError(f"buffer must be > 0 packets, got {v}")
+        return {"packets": v}
+    text = str(v).strip()
+    for suffix in ("pkts", "pkt"):
+        if text.endswith(suffix):
+            num = text[: -len(suffix)].strip()
+            if not num.isdigit() or int(num) <= 0:
+                raise ValueError(f"buffer {text!r}: packets must be a positive integer")
+            return {"packets": int(num)}
+    try:
+        b = parse_size_bytes(text)
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+    if b <= 0:
+        raise ValueError(f"buffer must be > 0 bytes, got {text!r}")
+    return {"bytes": b}
+
+
+Buffer = Annotated[dict[str, int], BeforeValidator(_parse_buffer)]
+CosName = Literal["be", "ds", "mrg"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunCfg(_M):
+    """``[run]``: seed, lengths, sampling."""
+
+    seed: int = Field(default=1, ge=0)
+    duration: Duration = Field(default=parse_duration_ns("200ms"), gt=0)
+    warmup: Duration = Field(default=parse_duration_ns("50ms"), ge=0, description="excluded from mean rates")
+    sample_interval: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
+    sample_flows: Literal["none", "long_lived", "all"] = "long_lived"
+    sample_cwnd: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> RunCfg:
+        if self.warmup >= self.duration:
+            raise ValueError("warmup must be shorter than duration")
+        return self
+
+
+class TransportCfg(_M):
+    """``[transport]``: packet sizes and the window-based sender's timers."""
+
+    mtu: Size = Field(default=1500, gt=100)
+    header: Size = Field(default=40, ge=0)
+    ack: Size = Field(default=40, gt=0)
+    init_cwnd: float = Field(default=10.0, gt=0)
+    min_rto: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
+    initial_rto: Duration = Field(default=parse_duration_ns("3ms"), gt=0)
+    max_rto: Duration = Field(default=parse_duration_ns("1s"), gt=0)
+    delayed_ack: bool = False
+    delayed_ack_timeout: Duration = Field(default=parse_duration_ns("40us"), gt=0)
+    dupack_threshold: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> TransportCfg:
+        if self.header >= self.mtu:
+            raise ValueError("header must be smaller than mtu")
+        if not self.min_rto <= self.initial_rto <= self.max_rto:
+            raise ValueError("need min_rto <= initial_rto <= max_rto")
+        return self
+
+
+class CcCfg(_M):
+    """``[cc]``: the congestion control (PACCP with rcos, or plain Reno)."""
+
+    kind: Literal["paccp", "reno"] = "paccp"
+    rcos: float = Field(default=3.0, gt=1.0)
+    min_cwnd: float = Field(default=1.0, ge=1.0, description="window floor in segments")
+
+
+class LeafSpine(_M):
+    """A leaf-spine fabric (the paper's: 6 x 5, 40 hosts per leaf)."""
+
+    kind: Literal["leaf_spine"]
+    leaves: int = Field(default=6, ge=2)
+    spines: int = Field(default=5, ge=1)
+    hosts_per_leaf: int = Field(default=40, ge=1)
+    host_rate: Rate = Field(default=parse_rate_bps("10Gbit"), gt=0)
+    host_delay: Duration = Field(default=parse_duration_ns("10us"), ge=0)
+    host_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
+    fabric_rate: Rate = Field(default=parse_rate_bps("40Gbit"), gt=0)
+    fabric_delay: Duration = Field(default=parse_duration_ns("20us"), ge=0)
+    fabric_buffer: Buffer = Field(default_factory=lambda: {"packets": 400})
+    nic_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
+
+
+class Dumbbell(_M):
+    """Hosts l0.. and r0.. joined by routers ``left`` and ``right`` over one bottleneck link."""
+
+    kind: Literal["dumbbell"]
+    left_hosts: int = Field(ge=1)
+    right_hosts: int = Field(ge=1)
+    access_rate: Rate = Field(default=parse_rate_bps("10Gbit"), gt=0)
+    access_delay: Duration = Field(default=parse_duration_ns("10us"), ge=0)
+    access_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
+    bottleneck_rate: Rate = Field(gt=0)
+    bottleneck_delay: Duration = Field(default=parse_duration_ns("20us"), ge=0)
+    bottleneck_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
+    nic_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
+
+
+class Node(_M):
+    """A node of an explicit topology."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["host", "switch"]
+
+
+class Link(_M):
+    """A full-duplex link of an explicit topology."""
+
+    a: str
+    b: str
+    rate: Rate = Field(gt=0)
+    delay: Duration = Field(ge=0)
+    buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
+
+
+class Explicit(_M):
+    """Any graph of hosts and switches."""
+
+    kind: Literal["explicit"]
+    nodes: list[Node] = Field(min_length=2)
+    links: list[Link] = Field(min_length=1)
+    nic_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
+
+    @model_validator(mode="after")
+    def _check(self) -> Explicit:
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("duplicate node name")
+        for k, ln in enumerate(self.links):
+            for end in (ln.a, ln.b):
+                if end not in names:
+                    raise ValueError(f"links[{k}]: unknown node {end!r}")
+            if ln.a == ln.b:
+                raise ValueError(f"links[{k}]: a link must join two different nodes")
+        return self
+
+
+Topology = Annotated[LeafSpine | Dumbbell | Explicit, Field(discriminator="kind")]
+
+
+class RoutingCfg(_M):
+    """``[routing]``: per-flow ECMP, or the paper's deterministic leaf-spine mapping."""
+
+    kind: Literal["ecmp", "leaf_spine_paper"] = "ecmp"
+
+
+def epoch_ns(text: str) -> int:
+    """Parse an ISO-8601 UTC instant into ns since the Unix epoch (ValueError if malformed)."""
+    try:
+        t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"epoch {text!r} is not an ISO-8601 time such as 2026-11-01T00:00:00Z") from None
+    if t.tzinfo is None:
+        raise ValueError(f"epoch {text!r} needs a time zone (e.g. a trailing Z)")
+    delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+    return (delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+
+
+class BillingCfg(_M):
+    """``[billing]``: how simulated time maps to wall-clock time in usage records."""
+
+    epoch: str = "2026-11-01T00:00:00Z"
+    tenant: str = Field(default="default", min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> BillingCfg:
+        epoch_ns(self.epoch)
+        return self
+
+
+class Vm(_M):
+    """A VM (VBP): its flows share its pair equally."""
+
+    id: str = Field(min_length=1)
+    host: str
+    theta: Rate = 0
+    omega: float = Field(default=1.0, gt=0)
+    cos: CosName | None = None
+    label: str | None = None
+    tenant: str | None = None
+
+
+class Change(_M):
+    """An FBP upgrade/downgrade of a flow at time ``at``."""
+
+    at: Duration
+    theta: Rate = 0
+    omega: float = Field(default=1.0, gt=0)
+
+
+class FlowCfg(_M):
+    """One flow (long-lived when ``size`` is absent)."""
+
+    id: str = Field(min_length=1)
+    src: str
+    dst: str
+    size: Size | None = None
+    start: Duration = 0
+    theta: Rate = 0
+    omega: float = Field(default=1.0, gt=0)
+    vm: str | None = None
+    cos: CosName | None = None
+    label: str | None = None
+    tenant: str | None = None
+    deadline: Duration | None = Field(default=None, description="relative to start")
+    changes: list[Change] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> FlowCfg:
+        if self.src == self.dst:
+            raise ValueError("src and dst must differ")
+        if self.size is not None and self.size <= 0:
+            raise ValueError("size must be > 0 (omit it for a long-lived flow)")
+        if self.vm is not None and self.changes:
+            raise ValueError("changes (FBP) cannot be used on a flow that belongs to a VM (VBP)")
+        last = self.start
+        for c in self.changes:
+            if c.at < last:
+                raise ValueError("changes must be in time order, at or after start")
+            last = c.at
+        return self
+
+
+class CosClass(_M):
+    """One class of an arrival ``mix``."""
+
+    label: str
+    prob: float = Field(gt=0, le=1)
+    theta: Rate = 0
+    omega: float = Field(default=1.0, gt=0)
+
+
+class CosByVm(_M):
+    """Arrival flows belong to the VM on their source host."""
+
+    kind: Literal["by_vm"]
+
+
+class CosMix(_M):
+    """Arrival flows draw their class from a mix."""
+
+    kind: Literal["mix"]
+    classes: list[CosClass] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> CosMix:
+        total = sum(c.prob for c in self.classes)
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"class probabilities sum to {total:g}, not 1")
+        return self
+
+
+class ArrivalsCfg(_M):
+    """A Poisson generator of finite flows."""
+
+    id_prefix: str | None = None
+    workload: str
+    load: float | None = Field(default=None, gt=0)
+    rate_per_s: float | None = Field(default=None, gt=0)
+    reference_capacity: Rate | None = Field(default=None, gt=0)
+    start: Duration = 0
+    stop: Duration | None = None
+    max_flows: int | None = Field(default=None, ge=1)
+    sources: list[str] | None = None
+    destination: Literal["other_leaf", "any_other_host"] | None = None
+    cos: Annotated[CosByVm | CosMix, Field(discriminator="kind")] = CosByVm(kind="by_vm")
+
+    @model_validator(mode="after")
+    def _check(self) -> ArrivalsCfg:
+        if (self.load is None) == (self.rate_per_s is None):
+            raise ValueError("give exactly one of load and rate_per_s")
+        if self.stop is not None and self.stop <= self.start:
+            raise ValueError("stop must be after start")
+        return self
+
+
+class Scenario(_M):
+    """A whole scenario (see the module docstring)."""
+
+    run: RunCfg = RunCfg()
+    transport: TransportCfg = TransportCfg()
+    cc: CcCfg = CcCfg()
+    topology: Topology
+    routing: RoutingCfg = RoutingCfg()
+    billing: BillingCfg = BillingCfg()
+    vms: list[Vm] = Field(default_factory=list)
+    flows: list[FlowCfg] = Field(default_factory=list)
+    arrivals: list[ArrivalsCfg] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------
+# topology helpers
+
+
+def hosts(topo: LeafSpine | Dumbbell | Explicit) -> list[str]:
+    """Host names in engine order."""
+    if isinstance(topo, LeafSpine):
+        return [f"h{i}" for i in range(topo.leaves * topo.hosts_per_leaf)]
+    if isinstance(topo, Dumbbell):
+        return [f"l{i}" for i in range(topo.left_hosts)] + [f"r{i}" for i in range(topo.right_hosts)]
+    return [n.name for n in topo.nodes if n.kind == "host"]
+
+
+def access_rate_bps(topo: LeafSpine | Dumbbell | Explicit, host: str) -> int:
+    """Rate of the host's link(s) to the network (the most it can send)."""
+    if isinstance(topo, LeafSpine):
+        return topo.host_rate
+    if isinstance(topo, Dumbbell):
+        return topo.access_rate
+    return sum(ln.rate for ln in topo.links if host in (ln.a, ln.b))
+
+
+def _reachable(topo: Explicit, src: str) -> set[str]:
+    adj: dict[str, list[str]] = {}
+    for ln in topo.links:
+        adj.setdefault(ln.a, []).append(ln.b)
+        adj.setdefault(ln.b, []).append(ln.a)
+    kinds = {n.name: n.kind for n in topo.nodes}
+    seen, stack = {src}, [src]
+    while stack:
+        u = stack.pop()
+        for v in adj.get(u, []):
+            if v not in seen:
+                seen.add(v)
+                if kinds[v] == "switch":  # hosts do not forward
+                    stack.append(v)
+    return seen
+
+
+def _check_cos(where: str, cos: str | None, theta: int) -> None:
+    if cos == "mrg" and theta == 0:
+        raise UserError(f"{where}.cos: 'mrg' needs theta > 0")
+    if cos in ("be", "ds") and theta > 0:
+        raise UserError(f"{where}.cos: {cos!r} needs theta = 0 (theta > 0 is 'mrg')")
+
+
+def _semantic_checks(sc: Scenario) -> None:
+    """Cross-field checks; raise UserError naming the field."""
+    topo = sc.topology
+    host_list = hosts(topo)
+    host_set = set(host_list)
+    if isinstance(topo, Explicit) and not host_list:
+        raise UserError("topology.nodes: no node of kind 'host'")
+    if sc.routing.kind == "leaf_spine_paper":
+        if not isinstance(topo, LeafSpine):
+            raise UserError("routing.kind: leaf_spine_paper needs a leaf_spine topology")
+        if topo.spines < topo.leaves - 1:
+            raise UserError(
+                "routing.kind: leaf_spine_paper needs spines >= leaves - 1 "
+                f"({topo.spines} < {topo.leaves - 1})"
+            )
+    vm_ids: dict[str, Vm] = {}
+    for k, vm in enumerate(sc.vms):
+        where = f"vms[{k}]"
+        if vm.id in vm_ids:
+            raise UserError(f"{where}.id: duplicate VM id {vm.id!r}")
+        vm_ids[vm.id] = vm
+        if vm.host not in host_set:
+            raise UserError(f"{where}.host: unknown host {vm.host!r}")
+        if vm.theta > access_rate_bps(topo, vm.host):
+            raise UserError(f"{where}.theta: {vm.theta} bit/s is above the host's access link")
+        _check_cos(where, vm.cos, vm.theta)
+    hosts_with_vm = [vm.host for vm in sc.vms]
+    if len(set(hosts_with_vm)) != len(hosts_with_vm):
+        raise UserError("vms: two VMs on one host (the engine maps arrivals to one VM per host)")
+    flow_ids: set[str] = set()
+    reach: dict[str, set[str]] = {}
+    for k, f in enumerate(sc.flows):
+        where = f"flows[{k}]"
+        if f.id in flow_ids:
+            raise UserError(f"{where}.id: duplicate flow id {f.id!r}")
+        flow_ids.add(f.id)
+        for end in ("src", "dst"):
+            h = getattr(f, end)
+            if h not in host_set:
+                raise UserError(f"{where}.{end}: unknown host {h!r}")
+        if isinstance(topo, Explicit):
+            if f.src not in reach:
+                reach[f.src] = _reachable(topo, f.src)
+            if f.dst not in reach[f.src]:
+                raise UserError(f"{where}: no route from {f.src!r} to {f.dst!r}")
+        if f.start >= sc.run.duration:
+            raise UserError(f"{where}.start: at or after the end of the run")
+        acc = access_rate_bps(topo, f.src)
+        for name, th in [("theta", f.theta)] + [
+            (f"changes[{j}].theta", c.theta) for j, c in enumerate(f.changes)
+        ]:
+            if th > acc:
+                raise UserError(f"{where}.{name}: {th} bit/s is above the source host's access link ({acc})")
+        _check_cos(where, f.cos, f.theta)
+        if f.vm is not None:
+            given = {"theta", "omega"} & f.model_fields_set
+            if given:
+                raise UserError(f"{where}.{sorted(given)[0]}: a VM's flow takes its pair from the VM (vms)")
+            if f.vm not in vm_ids:
+                raise UserError(f"{where}.vm: unknown VM {f.vm!r}")
+            if vm_ids[f.vm].host != f.src:
+                raise UserError(f"{where}.vm: VM {f.vm!r} is on {vm_ids[f.vm].host!r}, not on src {f.src!r}")
+    for k, a in enumerate(sc.arrivals):
+        where = f"arrivals[{k}]"
+        for j, h in enumerate(a.sources or []):
+            if h not in host_set:
+                raise UserError(f"{where}.sources[{j}]: unknown host {h!r}")
+        if a.destination == "other_leaf" and not isinstance(topo, LeafSpine):
+            raise UserError(f"{where}.destination: other_leaf needs a leaf_spine topology")
+        if a.load is not None and isinstance(topo, Explicit) and a.reference_capacity is None:
+            raise UserError(
+                f"{where}.reference_capacity: needed to turn a load into a rate on an explicit topology"
+            )
+        if isinstance(a.cos, CosMix):
+            for j, c in enumerate(a.cos.classes):
+                if c.theta > min(access_rate_bps(topo, h) for h in (a.sources or host_list)):
+                    raise UserError(f"{where}.cos.classes[{j}].theta: above the hosts' access link")
+        from paccp.workload import load_cdf
+
+        try:
+            load_cdf(a.workload)
+        except UserError as exc:
+            raise UserError(f"{where}.workload: {exc.message}") from None
+    if not sc.flows and not sc.arrivals:
+        raise UserError("scenario: no [[flows]] and no [[arrivals]]: nothing to simulate")
+
+
+def _fmt_validation(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    tags = {"leaf_spine", "dumbbell", "explicit", "by_vm", "mix"}
+    parts: list[str] = []
+    loc = list(err.get("loc", ()))
+    for i, p in enumerate(loc):
+        if isinstance(p, str) and p in tags and i > 0 and i < len(loc) - 1:
+            continue  # pydantic's discriminated-union tag, not a field
+        if isinstance(p, int):
+            parts[-1:] = [f"{parts[-1]}[{p}]" if parts else f"[{p}]"]
+        else:
+            parts.append(str(p))
+    where = ".".join(parts) or "scenario"
+    typ = err.get("type", "")
+    if typ == "extra_forbidden":
+        return f"{where}: unknown key"
+    if typ == "missing":
+        return f"{where}: missing required field"
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{where}: {msg}"
+
+
+def parse_scenario(obj: dict[str, Any], where: str = "scenario") -> Scenario:
+    """Validate a scenario dict (the TOML tables); raise UserError with one line naming the field."""
+    try:
+        sc = Scenario.model_validate(obj)
+    except ValidationError as exc:
+        raise UserError(f"{where}: {_fmt_validation(exc)}") from None
+    try:
+        _semantic_checks(sc)
+    except UserError as exc:
+        raise UserError(f"{where}: {exc.message}") from None
+    return sc
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a TOML scenario file."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: no such scenario file")
+    try:
+        obj = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{p}: malformed TOML ({exc})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not UTF-8 text") from None
+    return parse_scenario(obj, where=str(p))
+
+
+# --------------------------------------------------------------------------------------------------
+# conversion to the engine contract
+
+
+def _link(rate: int, delay: int, buffer: dict[str, int]) -> dict[str, Any]:
+    return {"rate_bps": rate, "delay_ns": delay, "buffer": dict(buffer)}
+
+
+def reference_capacity_bps(sc: Scenario, arrivals: ArrivalsCfg) -> int:
+    """C_ref of the load definition (module docstring)."""
+    topo = sc.topology
+    if isinstance(topo, LeafSpine):
+        return topo.leaves * topo.spines * topo.fabric_rate
+    if isinstance(topo, Dumbbell):
+        return topo.bottleneck_rate
+    assert arrivals.reference_capacity is not None  # checked in _semantic_checks
+    return arrivals.reference_capacity
+
+
+def to_engine(sc: Scenario) -> dict[str, Any]:
+    """The fully resolved engine JSON (docs/engine-contract.md)."""
+    from paccp.workload import load_cdf
+
+    topo = sc.topology
+    if isinstance(topo, LeafSpine):
+        t: dict[str, Any] = {
+            "kind": "leaf_spine",
+            "leaves": topo.leaves,
+            "spines": topo.spines,
+            "hosts_per_leaf": topo.hosts_per_leaf,
+            "host_link": _link(topo.host_rate, topo.host_delay, topo.host_buffer),
+            "fabric_link": _link(topo.fabric_rate, topo.fabric_delay, topo.fabric_buffer),
+            "nic_buffer": dict(topo.nic_buffer),
+        }
+    elif isinstance(topo, Dumbbell):
+        t = {
+            "kind": "dumbbell",
+            "left_hosts": topo.left_hosts,
+            "right_hosts": topo.right_hosts,
+            "access_link": _link(topo.access_rate, topo.access_delay, topo.access_buffer),
+            "bottleneck_link": _link(topo.bottleneck_rate, topo.bottleneck_delay, topo.bottleneck_buffer),
+            "nic_buffer": dict(topo.nic_buffer),
+        }
+    else:
+        t = {
+            "kind": "explicit",
+            "nodes": [{"name": n.name, "kind": n.kind} for n in topo.nodes],
+            "links": [{"a": ln.a, "b": ln.b, **_link(ln.rate, ln.delay, ln.buffer)} for ln in topo.links],
+            "nic_buffer": dict(topo.nic_buffer),
+        }
+    vm_map = {vm.id: vm for vm in sc.vms}
+    vms = [
+        {
+            "id": vm.id,
+            "host": vm.host,
+            "label": vm.label if vm.label is not None else (vm.cos or cos_of(vm.theta, vm.omega)).upper(),
+            "theta_bps": vm.theta,
+            "omega": float(vm.omega),
+        }
+        for vm in sc.vms
+    ]
+    flows = []
+    for f in sc.flows:
+        if f.vm is not None:
+            vm = vm_map[f.vm]
+            theta, omega = vm.theta, vm.omega
+            default_label = vms[sc.vms.index(vm)]["label"]
+        else:
+            theta, omega = f.theta, f.omega
+            default_label = (f.cos or cos_of(theta, omega)).upper()
+        flows.append(
+            {
+                "id": f.id,
+                "src": f.src,
+                "dst": f.dst,
+                "size_bytes": f.size,
+                "start_ns": f.start,
+                "theta_bps": theta,
+                "omega": float(omega),
+                "vm": f.vm,
+                "label": f.label if f.label is not None else default_label,
+                "changes": [
+                    {"at_ns": c.at, "theta_bps": c.theta, "omega": float(c.omega)} for c in f.changes
+                ],
+            }
+        )
+    arrivals = []
+    for k, a in enumerate(sc.arrivals):
+        cdf = load_cdf(a.workload)
+        if a.rate_per_s is not None:
+            rate = float(a.rate_per_s)
+        else:
+            assert a.load is not None
+            rate = a.load * reference_capacity_bps(sc, a) / (8.0 * cdf.mean_bytes)
+        cos: dict[str, Any]
+        if isinstance(a.cos, CosMix):
+            cos = {
+                "kind": "mix",
+                "classes": [
+                    {"label": c.label, "prob": c.prob, "theta_bps": c.theta, "omega": float(c.omega)}
+                    for c in a.cos.classes
+                ],
+            }
+        else:
+            cos = {"kind": "by_vm"}
+        arrivals.append(
+            {
+                "kind": "poisson",
+                "id_prefix": a.id_prefix if a.id_prefix is not None else f"a{k}-",
+                "rate_per_s": rate,
+                "start_ns": a.start,
+                "stop_ns": a.stop if a.stop is not None else sc.run.duration,
+                "max_flows": a.max_flows,
+                "sources": list(a.sources) if a.sources is not None else hosts(topo),
+                "destination": a.destination
+                or ("other_leaf" if isinstance(topo, LeafSpine) else "any_other_host"),
+                "size_cdf": cdf.as_engine(),
+                "cos": cos,
+            }
+        )
+    tr = sc.transport
+    cc: dict[str, Any] = (
+        {"kind": "paccp", "rcos": float(sc.cc.rcos), "min_cwnd_pkts": float(sc.cc.min_cwnd)}
+        if sc.cc.kind == "paccp"
+        else {"kind": "reno"}
+    )
+    return {
+        "seed": sc.run.seed,
+        "duration_ns": sc.run.duration,
+        "packet": {"mtu_bytes": tr.mtu, "header_bytes": tr.header, "ack_bytes": tr.ack},
+        "transport": {
+            "init_cwnd_pkts": float(tr.init_cwnd),
+            "min_rto_ns": tr.min_rto,
+            "initial_rto_ns": tr.initial_rto,
+            "max_rto_ns": tr.max_rto,
+            "delayed_ack": tr.delayed_ack,
+            "delayed_ack_timeout_ns": tr.delayed_ack_timeout,
+            "dupack_threshold": tr.dupack_threshold,
+        },
+        "cc": cc,
+        "topology": t,
+        "routing": {"kind": sc.routing.kind},
+        "vms": vms,
+        "flows": flows,
+        "arrivals": arrivals,
+        "sampling": {
+            "interval_ns": sc.run.sample_interval,
+            "flows": sc.run.sample_flows,
+            "cwnd": sc.run.sample_cwnd,
+        },
+    }
+
+
+def cos_of(theta_bps: float, omega: float) -> CosName:
+    """The pair rule: theta > 0 -> mrg, else omega > 1 -> ds, else be."""
+    if theta_bps > 0:
+        return "mrg"
+    if omega > 1:
+        return "ds"
+    return "be"
+
+
+# --------------------------------------------------------------------------------------------------
+# writing TOML (for generated paper scenarios)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items() if x is not None) + "}"
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def to_toml(obj: dict[str, Any], header: str = "") -> str:
+    """Write a scenario dict (tables of scalars, arrays of tables) as TOML text."""
+    lines = [f"# {ln}" if ln else "#" for ln in header.splitlines()]
+    for key, val in obj.items():
+        if isinstance(val, dict):
+            lines.append(f"\n[{key}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in val.items() if v is not None]
+        elif isinstance(val, list) and val and all(isinstance(x, dict) for x in val):
+            for item in val:
+                lines.append(f"\n[[{key}]]")
+                lines += [f"{k} = {_toml_value(v)}" for k, v in item.items() if v is not None]
+        else:
+            lines.insert(len(header.splitlines()), f"{key} = {_toml_value(val)}")
+    return "\n".join(lines).lstrip("\n") + "\n"
