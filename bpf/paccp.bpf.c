@@ -70,11 +70,13 @@ struct paccp_flow {
 	__u64 netns;
 };
 
+/* One closed (theta, omega) interval of a flow or a cgroup: [start_ns, start_ns + ns). */
 struct paccp_slice_key {
 	__u64 id;
 	__u64 theta_bps;
 	__u32 omega_q20;
 	__u32 kind;
+	__u64 start_ns;
 };
 
 struct paccp_slice {
@@ -243,26 +245,22 @@ static __always_inline __u32 resolve(struct sock *sk, struct paccp_ca *ca, __u64
 	return SRC_DEFAULT;
 }
 
-static __always_inline void add_slice(__u64 id, __u32 kind, __u64 theta, __u32 omega, __u64 ns, __u64 bytes)
+static __always_inline void add_slice(__u64 id, __u32 kind, __u64 theta, __u32 omega, __u64 start,
+				      __u64 now, __u64 bytes)
 {
 	struct paccp_slice_key k = {};
-	struct paccp_slice *s, init = {};
+	struct paccp_slice v = {};
 
-	if (!omega)
-		return; /* no pair yet */
+	if (!omega || now <= start)
+		return; /* no pair yet, or an empty interval */
 	k.id = id;
 	k.kind = kind;
 	k.theta_bps = theta;
 	k.omega_q20 = omega;
-	s = bpf_map_lookup_elem(&paccp_slices, &k);
-	if (!s) {
-		bpf_map_update_elem(&paccp_slices, &k, &init, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&paccp_slices, &k);
-		if (!s)
-			return;
-	}
-	__sync_fetch_and_add(&s->ns, ns);
-	__sync_fetch_and_add(&s->bytes, bytes);
+	k.start_ns = start;
+	v.ns = now - start;
+	v.bytes = bytes;
+	bpf_map_update_elem(&paccp_slices, &k, &v, BPF_ANY);
 }
 
 /* Per-flow and per-cgroup metering; closes a (theta, omega) slice when the pair changed. */
@@ -280,7 +278,7 @@ static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 th
 	f = bpf_map_lookup_elem(&paccp_flows, &fid);
 	if (f) {
 		if (f->theta_bps != theta || f->omega_q20 != omega) {
-			add_slice(fid, KIND_FLOW, f->theta_bps, f->omega_q20, now - f->pair_since_ns,
+			add_slice(fid, KIND_FLOW, f->theta_bps, f->omega_q20, f->pair_since_ns, now,
 				  bytes - f->pair_bytes0);
 			f->theta_bps = theta;
 			f->omega_q20 = (__u32)omega;
@@ -290,11 +288,12 @@ static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 th
 		f->source = src;
 		f->cwnd = tp->snd_cwnd;
 		f->srtt_us = tp->srtt_us >> 3;
-		f->wmin_q20 = wmin;
+		if (!ended)
+			f->wmin_q20 = wmin;
 		f->bytes_acked = bytes;
 		f->last_ns = now;
 		if (ended) {
-			add_slice(fid, KIND_FLOW, theta, (__u32)omega, now - f->pair_since_ns,
+			add_slice(fid, KIND_FLOW, theta, (__u32)omega, f->pair_since_ns, now,
 				  bytes - f->pair_bytes0);
 			f->pair_since_ns = now;
 			f->pair_bytes0 = bytes;
@@ -317,8 +316,8 @@ static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 th
 			if (st->pair_theta != ct || st->pair_omega != co) {
 				__u64 b = st->bytes_acked;
 
-				add_slice(cgid, KIND_VM, st->pair_theta, st->pair_omega,
-					  now - st->pair_since_ns, b - st->pair_bytes0);
+				add_slice(cgid, KIND_VM, st->pair_theta, st->pair_omega, st->pair_since_ns,
+					  now, b - st->pair_bytes0);
 				st->pair_theta = ct;
 				st->pair_omega = co;
 				st->pair_since_ns = now;

@@ -38,7 +38,9 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(exe: Path, lines: list[str]) -> list[str]:
-    out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True
+    )
     return out.stdout.splitlines()
 
 

@@ -1,9 +1,249 @@
-"""``paccp datapath``, ``paccp testbed`` and ``paccp bench datapath``. Filled by the datapath area."""
+"""``paccp datapath``, ``paccp testbed`` and ``paccp bench datapath``."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from paccp.errors import UserError
+from paccp.units import format_rate
+
+datapath_app = typer.Typer(help="PACCP in the Linux kernel: BPF struct_ops CC, parameters, metering.")
+vm_app = typer.Typer(help="Per-VM (cgroup) parameters, split over the VM's flows (VBP).")
+flow_app = typer.Typer(help="Per-flow parameters: per socket of a running process, or a rule by port.")
+testbed_app = typer.Typer(help="Network-namespace testbeds running the real kernel datapath.")
+datapath_app.add_typer(vm_app, name="vm")
+datapath_app.add_typer(flow_app, name="flow")
+
+_out = Console()
+
+
+def _print_json(obj: object) -> None:
+    print(json.dumps(obj, indent=1, sort_keys=True, default=str))
+
+
+@datapath_app.command("load")
+def load_cmd(rcos: float = typer.Option(3.0, help="rcos design constant (>= 1)")) -> None:
+    """Build (first use) and register the ``paccp`` congestion control; pin its maps."""
+    from paccp.datapath import core
+
+    fresh = core.load(rcos=rcos)
+    print("paccp loaded" if fresh else "paccp already loaded", f"(maps in {core.PIN_DIR})")
+
+
+@datapath_app.command("unload")
+def unload_cmd() -> None:
+    """Detach from all cgroups, unregister ``paccp`` and remove the pinned maps."""
+    from paccp.datapath import core
+
+    print("paccp unloaded" if core.unload() else "paccp was not loaded")
+
+
+@datapath_app.command("status")
+def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Is paccp loaded; configured VMs, rules and flow counts."""
+    from paccp.datapath import core
+
+    core.require_env()
+    st = core.status()
+    if as_json or not st["loaded"]:
+        _print_json(st)
+        return
+    _out.print(f"paccp loaded, maps in {st['pin_dir']}, rcos {st['rcos']:g}")
+    _out.print(f"flows: {st['flows_live']} live, {st['flows_ended']} ended (metered)")
+    for v in st["vms"]:
+        _out.print(
+            f"vm {v['cgroup']}: theta {format_rate(v['theta_bps'])} omega {v['omega']:g} "
+            f"active flows {v['active_flows']} bytes {v['bytes_acked']}"
+        )
+    for r in st["rules"]:
+        _out.print(f"rule port {r['port']}: theta {format_rate(r['theta_bps'])} omega {r['omega']:g}")
+    _out.print(f"sockops attached to: {', '.join(st['sockops_cgroups']) or '(none)'}")
+
+
+@vm_app.command("set")
+def vm_set_cmd(
+    cgroup: str = typer.Option("", "--cgroup", help="cgroup v2 path (absolute, or relative to the v2 root)"),
+    theta: str = typer.Option("0", "--theta", help="minimum rate, e.g. 400Mbit (0 = none)"),
+    omega: float = typer.Option(1.0, "--omega", help="weight > 0"),
+) -> None:
+    """Set a VM's (theta, omega); its TCP connections use paccp (sockops on the cgroup)."""
+    from paccp.datapath import core
+
+    core.require_env()
+    theta_bps, om = core.check_pair(theta, omega)
+    cg = core.vm_set(cgroup, theta_bps, om)
+    print(f"vm {cg.rel} (cgroup id {cg.cgid}): theta {format_rate(theta_bps)} omega {om:g}")
+
+
+@vm_app.command("clear")
+def vm_clear_cmd(cgroup: str = typer.Option("", "--cgroup", help="cgroup v2 path")) -> None:
+    """Remove a VM's pair (flows fall back to BE) and detach sockops from its cgroup."""
+    from paccp.datapath import core
+
+    core.require_env()
+    existed = core.vm_clear(cgroup)
+    print("cleared" if existed else "no pair was set; sockops detached")
+
+
+@flow_app.command("set")
+def flow_set_cmd(
+    pid: int = typer.Option(0, "--pid", help="process owning the socket (with --fd)"),
+    fd: int = typer.Option(-1, "--fd", help="socket file descriptor in that process"),
+    port: int = typer.Option(0, "--port", help="rule: paccp sockets with this destination (or local) port"),
+    theta: str = typer.Option("0", "--theta", help="minimum rate, e.g. 200Mbit"),
+    omega: float = typer.Option(1.0, "--omega", help="weight > 0"),
+) -> None:
+    """Per-socket parameters of a running process (pidfd_getfd) or a flow rule by port."""
+    from paccp.datapath import core
+
+    theta_bps, om = core.check_pair(theta, omega)
+    if (pid > 0) == (port > 0):
+        raise UserError("give either --pid PID --fd FD or --port N")
+    core.require_env()
+    if port:
+        core.rule_set(port, theta_bps, om)
+        print(f"rule port {port}: theta {format_rate(theta_bps)} omega {om:g}")
+        return
+    if fd < 0:
+        raise UserError("--fd is required with --pid")
+    core.set_flow_pid(pid, fd, theta_bps, om)
+    print(f"pid {pid} fd {fd}: theta {format_rate(theta_bps)} omega {om:g}")
+
+
+@flow_app.command("clear")
+def flow_clear_cmd(port: int = typer.Option(0, "--port", help="the rule's port")) -> None:
+    """Remove a flow rule."""
+    from paccp.datapath import core
+
+    core.require_env()
+    print("cleared" if core.rule_clear(port) else "no such rule")
+
+
+@datapath_app.command("flows")
+def flows_cmd(
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    sample: float = typer.Option(
+        0.5, help="seconds between the two snapshots that give the rate (0 = average)"
+    ),
+    ended: bool = typer.Option(False, help="also list ended (metered) flows"),
+) -> None:
+    """Live paccp flows: cgroup, theta, omega, cwnd, Wmin, srtt, bytes acked, rate."""
+    from paccp.datapath import core
+
+    core.require_env()
+    if sample < 0:
+        raise UserError("--sample must be >= 0")
+    rows = core.flows_table(sample_s=sample, include_ended=ended)
+    if as_json:
+        _print_json(rows)
+        return
+    t = Table("id", "cgroup", "src -> dst", "src", "theta", "omega", "cwnd", "Wmin", "srtt", "bytes", "rate")
+    for r in rows:
+        t.add_row(
+            str(r["flow_id"]),
+            r["cgroup"] or "-",
+            f"{r['src']} -> {r['dst']}",
+            r["source"],
+            format_rate(r["theta_bps"]),
+            f"{r['omega']:g}" if r["omega"] else "-",
+            str(r["cwnd"]),
+            f"{r['wmin']:g}",
+            f"{r['srtt_us']}us",
+            str(r["bytes_acked"]),
+            format_rate(r["rate_bps"]),
+        )
+    _out.print(t)
+
+
+@datapath_app.command("usage")
+def usage_cmd(
+    tenant: str = typer.Option("", "--tenant", help="tenant name written in every record"),
+    out: Path = typer.Option(..., "--out", help="output .jsonl or .parquet"),
+    include_open: bool = typer.Option(False, help="add snapshot records of still-open slices"),
+) -> None:
+    """Write usage records (schema paccp.usage, source "datapath"): one per (flow or VM, pair) slice."""
+    from paccp.datapath import core
+    from paccp.usage import write_usage
+
+    if not tenant:
+        raise UserError("--tenant is required")
+    core.require_env()
+    n = write_usage(core.usage_records(tenant, include_open=include_open), out)
+    print(f"{n} usage records -> {out}")
+
+
+@datapath_app.command("export")
+def export_cmd(
+    port: int = typer.Option(9464, "--port", help="TCP port of the Prometheus endpoint"),
+    addr: str = typer.Option("127.0.0.1", "--addr", help="bind address"),
+    interval: float = typer.Option(2.0, help="seconds between map scans"),
+    once: bool = typer.Option(False, help="print the metrics once (text format) and exit"),
+) -> None:
+    """Prometheus exporter: per-VM and per-CoS bytes and rates from the metering maps."""
+    from paccp.datapath import exporter
+
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port must be in 1..65535, got {port}")
+    if interval <= 0:
+        raise UserError("--interval must be > 0")
+    exporter.run(port=port, addr=addr, interval=interval, once=once)
+
+
+@testbed_app.command("fig7")
+def fig7_cmd(
+    rate: str = typer.Option("1Gbit", help="bottleneck rate of every leaf-spine link"),
+    duration: str = typer.Option("30s", help="measurement duration"),
+    out: Path = typer.Option(..., "--out", help="output directory (summary.json, iperf3 JSON)"),
+) -> None:
+    """Paper Fig. 7: 3 leaves x 1 spine, 9 VMs (BE/DS/MRG), iperf3 flows VM i -> VM i+3."""
+    from paccp.datapath import testbed
+    from paccp.units import parse_duration_ns, parse_rate_bps
+
+    summary = testbed.run_fig7(parse_rate_bps(rate), parse_duration_ns(duration) / 1e9, out)
+    _print_json(summary["classes"])
+    print(f"summary -> {out / 'summary.json'}")
+
+
+@testbed_app.command("dumbbell")
+def dumbbell_cmd(
+    flows: str = typer.Option(
+        "be,be,ds,mrg:200Mbit:2", help='flows: "be", "ds[:omega]", "mrg:THETA[:omega]"'
+    ),
+    rate: str = typer.Option("1Gbit", help="bottleneck rate"),
+    duration: str = typer.Option("10s", help="measurement duration"),
+    out: Path = typer.Option(Path("out/dumbbell"), "--out", help="output directory"),
+) -> None:
+    """A dumbbell: one sender VM (cgroup) per flow, one shaped bottleneck, iperf3 per flow."""
+    from paccp.datapath import testbed
+    from paccp.units import parse_duration_ns, parse_rate_bps
+
+    specs = testbed.parse_flow_specs(flows)
+    res = testbed.run_dumbbell(specs, parse_rate_bps(rate), parse_duration_ns(duration) / 1e9, out)
+    _print_json(res)
+
+
+def bench_datapath_cmd(
+    duration: str = typer.Option("5s", help="duration of each iperf3 run"),
+    out: str = typer.Option("", help="also write the JSON to this file"),
+) -> None:
+    """paccp (BE) vs the kernel's reno: one bulk iperf3 flow over veth, throughput and CPU per GB."""
+    from paccp.datapath import bench
+    from paccp.units import parse_duration_ns
+
+    res = bench.run(parse_duration_ns(duration) / 1e9)
+    text = json.dumps(res, indent=1, sort_keys=True)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n")
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     """Add ``datapath`` and ``testbed`` to the root app and ``datapath`` to ``bench``."""
+    app.add_typer(datapath_app, name="datapath")
+    app.add_typer(testbed_app, name="testbed")
+    bench_app.command("datapath")(bench_datapath_cmd)
