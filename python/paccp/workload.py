@@ -9,6 +9,8 @@ turn a load into an arrival rate.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,3 +89,117 @@ def parse_cdf(text: str, name: str = "cdf") -> Cdf:
             raise UserError(f"workload {name}: size {size:g} is not a whole number of bytes")
         points.append((int(size), prob / scale))
     return Cdf(name=name, points=tuple(points))
+
+
+# --------------------------------------------------------------------------------------------------
+# Deadline rules (SPEC section 8). Arrival flows carry no deadline in the engine; the experiments give
+# each finished or unfinished flow a deadline after the run, from its size, start time and (for the
+# "active share" rules) the number of flows active at its source host when it started. Deadlines are
+# relative to the flow's start, in ns.
+
+SMALL_MAX_BYTES = 100_000
+MEDIUM_MAX_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class SizeClassDeadline:
+    """The rcos study's rule: a fixed deadline for small and medium flows, size / ``big_rate_bps`` for big.
+
+    Paper values: small 0.7 ms, medium 2 ms, big size / 3 Gb/s.
+    """
+
+    small_ns: int = 700_000
+    medium_ns: int = 2_000_000
+    big_rate_bps: float = 3e9
+
+    def describe(self) -> str:
+        """One line for reports."""
+        return (
+            f"small {self.small_ns / 1e6:g} ms, medium {self.medium_ns / 1e6:g} ms, "
+            f"big size / {self.big_rate_bps / 1e9:g} Gb/s"
+        )
+
+
+@dataclass(frozen=True)
+class ActiveShareDeadline:
+    """Deadline = max(``floor_ns``, size / g) with g the rate a flow can count on when it starts.
+
+    ``n_a`` is the number of flows of the same class of service active at the flow's source host at its
+    start (itself included; a flow is active from start until finish, unfinished flows until the end).
+
+    - ``split=True`` (VBP, fig8-9): the VM's guarantee is shared, g = ``rate_bps`` / n_a
+      (paper: 5 Gb/s / n_a, at least 1 ms).
+    - ``split=False`` (FBP, fig10-11, our analogous rule): each flow holds its own guarantee, but the host
+      link can carry at most ``link_bps`` / n_a per flow, so g = min(``rate_bps``, ``link_bps`` / n_a)
+      (2.5 Gb/s per flow on a 10 Gb/s host link, at least 1 ms).
+    """
+
+    rate_bps: float
+    floor_ns: int = 1_000_000
+    split: bool = True
+    link_bps: float = 10e9
+
+    def describe(self) -> str:
+        """One line for reports."""
+        if self.split:
+            g = f"{self.rate_bps / 1e9:g} Gb/s / n_a"
+        else:
+            g = f"min({self.rate_bps / 1e9:g} Gb/s, {self.link_bps / 1e9:g} Gb/s / n_a)"
+        return f"max({self.floor_ns / 1e6:g} ms, size / ({g})), n_a = active same-CoS flows at the source"
+
+
+DeadlineRule = SizeClassDeadline | ActiveShareDeadline
+
+
+def active_at_start(
+    group: Sequence[Hashable], start_ns: Sequence[int], finish_ns: Sequence[int | None]
+) -> list[int]:
+    """For each flow, the number of flows of its group active at its start (itself included).
+
+    A flow is active on ``[start, finish)``; ``finish`` None means it never finished.
+    """
+    import numpy as np
+
+    starts = np.asarray(start_ns, dtype=np.int64)
+    big = np.iinfo(np.int64).max
+    fins = np.asarray([big if f is None else f for f in finish_ns], dtype=np.int64)
+    out = np.zeros(len(starts), dtype=np.int64)
+    members: dict[Hashable, list[int]] = {}
+    for i, g in enumerate(group):
+        members.setdefault(g, []).append(i)
+    for idx_list in members.values():
+        idx = np.asarray(idx_list, dtype=np.int64)
+        s_sorted = np.sort(starts[idx])
+        f_sorted = np.sort(fins[idx])
+        s = starts[idx]
+        started = np.searchsorted(s_sorted, s, side="right")
+        ended = np.searchsorted(f_sorted, s, side="right")
+        out[idx] = started - ended
+    return [int(max(1, x)) for x in out]
+
+
+def deadlines_ns(
+    rule: DeadlineRule,
+    size_bytes: Sequence[int],
+    src: Sequence[str],
+    cos: Sequence[str],
+    start_ns: Sequence[int],
+    finish_ns: Sequence[int | None],
+) -> list[int]:
+    """Relative deadline (ns) of each flow under ``rule`` (see the rule classes)."""
+    if isinstance(rule, SizeClassDeadline):
+        out = []
+        for size in size_bytes:
+            if size <= SMALL_MAX_BYTES:
+                out.append(rule.small_ns)
+            elif size <= MEDIUM_MAX_BYTES:
+                out.append(rule.medium_ns)
+            else:
+                out.append(math.ceil(size * 8e9 / rule.big_rate_bps))
+        return out
+    n_a = active_at_start(list(zip(src, cos, strict=True)), start_ns, finish_ns)
+    res = []
+    for size, n in zip(size_bytes, n_a, strict=True):
+        g = rule.rate_bps / n if rule.split else min(rule.rate_bps, rule.link_bps / n)
+        res.append(max(rule.floor_ns, math.ceil(size * 8e9 / g)))
+    return res

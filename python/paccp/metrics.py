@@ -1,0 +1,179 @@
+"""Flow-level metrics of workload runs: FCT per size class and class of service, deadlines, seeds.
+
+All functions are pure: they take a flows table (a list of row dicts with at least ``cos``, ``src``,
+``size_bytes``, ``start_ns``, ``finish_ns``; the columns of ``paccp.rundir.FLOW_COLUMNS``) and return
+plain dicts that go straight into ``summary.json``.
+
+Rules (also in README, section "workloads"):
+
+- **Warm-up**: flows that *start* before ``warmup_ns`` are excluded from every statistic; their number is
+  reported as ``excluded_warmup``. Long-lived flows (no size) are ignored.
+- **Unfinished flows** are never dropped silently: ``unfinished`` counts them per group. FCT statistics
+  (mean, p99) are over finished flows only, so a large ``unfinished`` count means the FCTs are optimistic.
+- **Deadlines**: a finished flow meets its deadline when ``fct <= deadline``. An unfinished flow whose
+  deadline had passed by the end of the run counts as *missed*; one whose deadline lies beyond the end of
+  the run is *undetermined* and left out of the meet rate (reported as ``deadline_undetermined``).
+- **Normalised FCT**: mean FCT of a class of service divided by the mean FCT of BE flows of the same size
+  class (paper Figs. 8-11).
+- **Seeds**: :func:`mean_ci` gives the mean and the half-width of the 95 % Student-t confidence interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from paccp.workload import MEDIUM_MAX_BYTES, SMALL_MAX_BYTES, DeadlineRule, deadlines_ns
+
+SIZE_GROUPS = ("overall", "small", "medium", "big")
+COS_ORDER = ("be", "ds", "mrg")
+
+Row = Mapping[str, Any]
+
+
+def size_class(size_bytes: int) -> str:
+    """small (<= 100 KB), medium (<= 1 MB) or big."""
+    if size_bytes <= SMALL_MAX_BYTES:
+        return "small"
+    if size_bytes <= MEDIUM_MAX_BYTES:
+        return "medium"
+    return "big"
+
+
+def with_deadlines(rows: Sequence[Row], rule: DeadlineRule, end_ns: int) -> list[dict[str, Any]]:
+    """Copy of the finite flows of ``rows`` with ``deadline_ns`` (absolute) and ``deadline_met`` set.
+
+    ``deadline_met`` is True/False, or None when the flow is unfinished and its deadline is after
+    ``end_ns`` (undetermined).
+    """
+    finite = [dict(r) for r in rows if r.get("size_bytes") is not None]
+    if not finite:
+        return []
+    rel = deadlines_ns(
+        rule,
+        [int(r["size_bytes"]) for r in finite],
+        [str(r["src"]) for r in finite],
+        [str(r["cos"]) for r in finite],
+        [int(r["start_ns"]) for r in finite],
+        [None if r.get("finish_ns") is None else int(r["finish_ns"]) for r in finite],
+    )
+    for r, d in zip(finite, rel, strict=True):
+        due = int(r["start_ns"]) + d
+        r["deadline_ns"] = due
+        fin = r.get("finish_ns")
+        if fin is not None:
+            r["deadline_met"] = int(fin) <= due
+        else:
+            r["deadline_met"] = False if due <= end_ns else None
+        r["size_class"] = size_class(int(r["size_bytes"]))
+    return finite
+
+
+def _group_stats(rows: list[Row]) -> dict[str, Any]:
+    fcts = np.asarray(
+        [int(r["finish_ns"]) - int(r["start_ns"]) for r in rows if r.get("finish_ns") is not None],
+        dtype=np.float64,
+    )
+    met = [r.get("deadline_met") for r in rows]
+    decided = [m for m in met if m is not None]
+    has_deadline = any("deadline_met" in r for r in rows)
+    return {
+        "flows": len(rows),
+        "finished": int(fcts.size),
+        "unfinished": len(rows) - int(fcts.size),
+        "mean_fct_ns": float(fcts.mean()) if fcts.size else None,
+        "p99_fct_ns": float(np.percentile(fcts, 99)) if fcts.size else None,
+        "deadline_meet_rate": (float(np.mean(decided)) if decided else None) if has_deadline else None,
+        "deadline_flows": len(decided),
+        "deadline_undetermined": len(met) - len(decided) if has_deadline else 0,
+    }
+
+
+def flow_stats(rows: Iterable[Row], warmup_ns: int = 0) -> dict[str, Any]:
+    """Statistics per class of service (plus ``all``) and per size group (``overall``/small/medium/big).
+
+    Returns ``{"excluded_warmup": n, "by_cos": {cos: {group: stats}}}`` where ``stats`` has ``flows``,
+    ``finished``, ``unfinished``, ``mean_fct_ns``, ``p99_fct_ns``, ``deadline_meet_rate``,
+    ``deadline_flows``, ``deadline_undetermined``.
+    """
+    kept: list[Row] = []
+    excluded = 0
+    for r in rows:
+        if r.get("size_bytes") is None:
+            continue
+        if int(r["start_ns"]) < warmup_ns:
+            excluded += 1
+            continue
+        kept.append(r)
+    cos_names = sorted(
+        {str(r["cos"]) for r in kept},
+        key=lambda c: (c not in COS_ORDER, COS_ORDER.index(c) if c in COS_ORDER else 0, c),
+    )
+    by_cos: dict[str, dict[str, Any]] = {}
+    for cos in [*cos_names, "all"]:
+        sel = kept if cos == "all" else [r for r in kept if r["cos"] == cos]
+        groups: dict[str, Any] = {"overall": _group_stats(sel)}
+        for cls in SIZE_GROUPS[1:]:
+            groups[cls] = _group_stats([r for r in sel if size_class(int(r["size_bytes"])) == cls])
+        by_cos[cos] = groups
+    return {"excluded_warmup": excluded, "by_cos": by_cos}
+
+
+def fct_norm_to_be(stats: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Mean FCT of each class of service divided by BE's, per size group (None where undefined)."""
+    by_cos = stats["by_cos"]
+    be = by_cos.get("be")
+    out: dict[str, dict[str, float | None]] = {}
+    for cos, groups in by_cos.items():
+        if cos == "all":
+            continue
+        out[cos] = {}
+        for g in SIZE_GROUPS:
+            num = groups[g]["mean_fct_ns"]
+            den = be[g]["mean_fct_ns"] if be is not None else None
+            out[cos][g] = num / den if num is not None and den else None
+    return out
+
+
+def meet_rates(stats: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Deadline meet rate per class of service and size group."""
+    return {
+        cos: {g: groups[g]["deadline_meet_rate"] for g in SIZE_GROUPS}
+        for cos, groups in stats["by_cos"].items()
+        if cos != "all"
+    }
+
+
+def mean_ci(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, float | int | None]:
+    """Mean over seeds and the half-width of its Student-t confidence interval (None values skipped).
+
+    With one value the half-width is None (no interval from a single seed).
+    """
+    xs = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=np.float64)
+    if xs.size == 0:
+        return {"mean": None, "ci95": None, "n": 0}
+    if xs.size == 1:
+        return {"mean": float(xs[0]), "ci95": None, "n": 1}
+    from scipy import stats as st
+
+    sem = float(xs.std(ddof=1) / math.sqrt(xs.size))
+    half = float(st.t.ppf(0.5 + confidence / 2, xs.size - 1) * sem)
+    return {"mean": float(xs.mean()), "ci95": half, "n": int(xs.size)}
+
+
+def combine_seeds(per_seed: Sequence[Mapping[str, Mapping[str, float | None]]]) -> dict[str, Any]:
+    """Combine ``{cos: {group: value}}`` dicts of several seeds into ``{cos: {group: mean_ci}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    keys: list[tuple[str, str]] = []
+    for d in per_seed:
+        for cos, groups in d.items():
+            for g in groups:
+                if (cos, g) not in keys:
+                    keys.append((cos, g))
+    for cos, g in keys:
+        vals = [d.get(cos, {}).get(g) for d in per_seed]
+        out.setdefault(cos, {})[g] = mean_ci(vals)
+    return out
