@@ -155,6 +155,7 @@ struct Flow {
     ooo: BTreeSet<u64>,
     delack_pending: u32,
     delack_gen: u32,
+    delack_ts: u64,
 }
 
 impl Flow {
@@ -639,7 +640,7 @@ impl Simulation {
         let no_path = || {
             EngineError::invalid(
                 field.to_string(),
-                format!("no path between its src and dst"),
+                "no path between its src and dst".to_string(),
             )
         };
         let route_data = self
@@ -718,6 +719,7 @@ impl Simulation {
             ooo: BTreeSet::new(),
             delack_pending: 0,
             delack_gen: 0,
+            delack_ts: 0,
         });
         Ok(idx)
     }
@@ -758,7 +760,8 @@ impl Simulation {
             Ev::DelAck { flow, gen } => {
                 let f = &self.flows[flow as usize];
                 if f.delack_gen == gen && f.delack_pending > 0 {
-                    self.send_ack(flow, self.now);
+                    let ts = f.delack_ts;
+                    self.send_ack(flow, ts);
                 }
             }
             Ev::Sample => self.sample(),
@@ -1041,6 +1044,7 @@ impl Simulation {
                 f.delack_pending += 1;
                 if f.delack_pending < 2 {
                     immediate = false;
+                    f.delack_ts = pkt.ts;
                     f.delack_gen = f.delack_gen.wrapping_add(1);
                     let gen = f.delack_gen;
                     let t = self.now + self.delack_timeout;

@@ -16,7 +16,7 @@ impl Ps {
         self.0 / Self::PER_NS
     }
     /// Adds a duration, saturating.
-    pub fn add(self, d: Ps) -> Ps {
+    pub fn saturating_add(self, d: Ps) -> Ps {
         Ps(self.0.saturating_add(d.0))
     }
 }
