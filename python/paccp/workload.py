@@ -175,7 +175,7 @@ def active_at_start(
         started = np.searchsorted(s_sorted, s, side="right")
         ended = np.searchsorted(f_sorted, s, side="right")
         out[idx] = started - ended
-    return [int(max(1, x)) for x in out]
+    return [max(1, int(x)) for x in out.tolist()]
 
 
 def deadlines_ns(
