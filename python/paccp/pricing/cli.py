@@ -1,9 +1,327 @@
-"""``paccp price`` and ``paccp bill``. Filled by the pricing area."""
+"""``paccp price ...`` (quotes, budgets, consistency, calibration) and ``paccp bill ...`` (the ledger)."""
 
 from __future__ import annotations
 
+import json
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from paccp.errors import UserError
+from paccp.units import format_rate, parse_duration_ns, parse_rate_bps, parse_size_bytes
+
+price_app = typer.Typer(help="Price books: quotes, what a budget buys, price-performance consistency.")
+bill_app = typer.Typer(help="The billing ledger: tenants, usage ingestion, invoices.")
+tenant_app = typer.Typer(help="Tenants of the ledger.")
+bill_app.add_typer(tenant_app, name="tenant")
+
+BookOpt = Annotated[
+    Path | None, typer.Option("--book", help="price book TOML (default pricebooks/default.toml)")
+]
+DbOpt = Annotated[
+    str | None, typer.Option("--db", help="ledger: SQLite file or SQLAlchemy URL (default $PACCP_LEDGER)")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 
 
 def register(app: typer.Typer) -> None:
     """Add ``price`` and ``bill`` to the root app."""
+    app.add_typer(price_app, name="price")
+    app.add_typer(bill_app, name="bill")
+
+
+def _out() -> Console:
+    return Console(highlight=False)
+
+
+def _decimal(text: str, what: str) -> Decimal:
+    try:
+        v = Decimal(text)
+    except InvalidOperation:
+        raise UserError(f"cannot parse {what} {text!r} (expected a decimal number)") from None
+    if not v.is_finite():
+        raise UserError(f"{what} must be finite")
+    return v
+
+
+def _model(model: str) -> str:
+    if model not in ("vbp", "fbp", "softbw"):
+        raise UserError(f"unknown --model {model!r} (expected vbp, fbp or softbw)")
+    return model
+
+
+@price_app.command("quote")
+def quote_cmd(
+    model: Annotated[str, typer.Option("--model", help="vbp, fbp or softbw")] = "vbp",
+    cos: Annotated[str, typer.Option("--cos", help="be, ds or mrg")] = "be",
+    theta: Annotated[str, typer.Option("--theta", help="minimum rate, e.g. 5Gbit (SoftBW strict: B)")] = "0",
+    omega: Annotated[str, typer.Option("--omega", help="utility weight")] = "1",
+    duration: Annotated[str, typer.Option("--duration", help="e.g. 1h, 30min")] = "1h",
+    book: BookOpt = None,
+    guarantee: Annotated[
+        str | None, typer.Option("--guarantee", help="SoftBW: strict, dynamic, fair or none")
+    ] = None,
+    rate: Annotated[str | None, typer.Option("--rate", help="SoftBW: achieved rate r")] = None,
+    size: Annotated[str | None, typer.Option("--size", help="SoftBW dynamic: size S, e.g. 10GB")] = None,
+    deadline: Annotated[str | None, typer.Option("--deadline", help="SoftBW dynamic: T, e.g. 10s")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Price a purchase, with its breakdown."""
+    from paccp.pricing.book import load_book
+    from paccp.pricing.quote import quote
+
+    bk, _ = load_book(book)
+    q = quote(
+        _model(model),
+        cos,
+        parse_rate_bps(theta),
+        _decimal(omega, "omega"),
+        parse_duration_ns(duration),
+        bk,
+        guarantee=guarantee,
+        rate_bps=parse_rate_bps(rate) if rate is not None else None,
+        size_bytes=parse_size_bytes(size) if size is not None else None,
+        deadline_ns=parse_duration_ns(deadline) if deadline is not None else None,
+    )
+    if as_json:
+        print(json.dumps(q.to_json(), indent=2))
+        return
+    what = f"{model.upper()} {cos.upper()} theta={format_rate(q.theta_bps)} omega={q.omega}"
+    if q.guarantee:
+        what = f"SoftBW {q.guarantee} B={format_rate(q.theta_bps)} r={format_rate(q.rate_bps or 0)}"
+    t = Table(title=f"{what} for {duration} ({bk.name} book)")
+    t.add_column("component")
+    t.add_column("formula")
+    t.add_column(f"per hour ({bk.currency})", justify="right")
+    t.add_column(f"amount ({bk.currency})", justify="right")
+    for c in q.components:
+        t.add_row(c.name, c.formula, format(c.per_hour.normalize(), "f"), str(c.amount))
+    t.add_row("[b]total[/b]", "", format(q.per_hour.normalize(), "f"), f"[b]{q.total}[/b]")
+    con = _out()
+    con.print(t)
+    for n in q.notes:
+        con.print(f"note: {n}")
+
+
+@price_app.command("buy")
+def buy_cmd(
+    budget: Annotated[str, typer.Option("--budget", help="money to spend, e.g. 12.50")],
+    model: Annotated[str, typer.Option("--model", help="vbp, fbp or softbw")] = "vbp",
+    duration: Annotated[str, typer.Option("--duration", help="e.g. 1h")] = "1h",
+    cos: Annotated[str | None, typer.Option("--cos", help="be, ds or mrg (default: all)")] = None,
+    theta: Annotated[
+        str | None, typer.Option("--theta", help="MRG: fix theta, spend the rest on omega")
+    ] = None,
+    book: BookOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What (theta, omega) a budget buys: max omega for DS, max theta then omega for MRG."""
+    from paccp.pricing.book import load_book
+    from paccp.pricing.quote import buy
+
+    bk, _ = load_book(book)
+    got = buy(
+        _model(model),
+        _decimal(budget, "budget"),
+        parse_duration_ns(duration),
+        cos,
+        bk,
+        parse_rate_bps(theta) if theta is not None else None,
+    )
+    if as_json:
+        print(json.dumps([p.to_json() for p in got], indent=2))
+        return
+    t = Table(title=f"{model.upper()}: {budget} {bk.currency} for {duration}")
+    for col in ("cos", "buys", f"price ({bk.currency})", f"left ({bk.currency})"):
+        t.add_column(col)
+    for p in got:
+        t.add_row(p.cos, p.describe(), str(p.quote.total), str(p.leftover))
+    con = _out()
+    con.print(t)
+    if not got:
+        con.print("the budget buys nothing for this duration")
+
+
+@price_app.command("check")
+def check_cmd(book: Annotated[Path, typer.Argument(help="price book TOML")]) -> None:
+    """Validate a price book; print its models."""
+    from paccp.pricing.book import load_book
+
+    bk, _ = load_book(book)
+    models = [m for m in ("vbp", "fbp", "softbw") if getattr(bk, m) is not None]
+    print(f"{book}: ok: {bk.name}, {bk.currency}, rounding {bk.rounding.quantum} {bk.rounding.mode}, "
+          f"models {', '.join(models)}")  # fmt: skip
+
+
+def _ratio_table(rep: object, currency: str) -> Table:
+    from paccp.pricing.consistency import Consistency
+
+    assert isinstance(rep, Consistency)
+    t = Table(title=f"price vs performance, {rep.model.upper()}, per {rep.unit}, metric {rep.metric}")
+    for col in ("cos", "theta", "omega", "n", "performance", "price/BE", "perf/BE", "verdict"):
+        t.add_column(col, justify="right" if col not in ("cos", "verdict") else "left")
+    for g in rep.groups:
+        perf = format_rate(g.performance) if rep.metric == "rate" else f"{g.performance / 1e6:.3f} ms FCT"
+        verdict = "[red]pays more than it gets[/red]" if g.flagged else "ok"
+        t.add_row(
+            g.cos, format_rate(g.theta_bps), str(g.omega), str(g.n), perf,
+            f"{g.price_ratio:.3f}", f"{g.perf_ratio:.3f}", verdict,
+        )  # fmt: skip
+    return t
+
+
+@price_app.command("consistency")
+def consistency_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory (flows.parquet) from `paccp run`")],
+    book: BookOpt = None,
+    model: Annotated[str, typer.Option("--model", help="vbp or fbp")] = "vbp",
+    tolerance: Annotated[float, typer.Option("--tolerance", help="flag if price > perf x (1+tol)")] = 0.05,
+    metric: Annotated[str, typer.Option("--metric", help="auto, rate (long-lived) or fct (finite)")] = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Per CoS: price ratio to BE vs achieved performance ratio to BE; flag who pays more than it gets."""
+    from paccp.pricing.book import load_book
+    from paccp.pricing.consistency import consistency
+
+    bk, _ = load_book(book)
+    rep = consistency(run_dir, bk, _model(model), tolerance, metric)
+    if as_json:
+        print(json.dumps(rep.to_json(), indent=2))
+        return
+    con = _out()
+    con.print(_ratio_table(rep, bk.currency))
+    flagged = sum(g.flagged for g in rep.groups)
+    con.print(f"tolerance {tolerance:.0%}: {flagged} group(s) pay more than they get")
+
+
+@price_app.command("calibrate")
+def calibrate_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="a run directory (flows.parquet) from `paccp run`")],
+    book: BookOpt = None,
+    model: Annotated[str, typer.Option("--model", help="vbp or fbp")] = "vbp",
+    metric: Annotated[str, typer.Option("--metric", help="auto, rate or fct")] = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Propose the P1 (and P2) that make price and measured performance consistent for this run."""
+    from paccp.pricing.book import load_book
+    from paccp.pricing.consistency import calibrate, consistency
+
+    bk, _ = load_book(book)
+    rep = consistency(run_dir, bk, _model(model), DEFAULT_TOL, metric)
+    cal = calibrate(rep, bk)
+    if as_json:
+        print(json.dumps({"consistency": rep.to_json(), "calibration": cal.to_json()}, indent=2))
+        return
+    con = _out()
+    con.print(_ratio_table(rep, bk.currency))
+    names = ("p1", "p2") if model == "vbp" else ("p1s", "p2s")
+    base = "p0" if model == "vbp" else "p0s"
+    if cal.k is not None:
+        con.print(f"k = {names[0]}/{base} = {cal.k:.4f} -> {names[0]} = {cal.p1} (book: {cal.current_p1})")
+    if cal.m is not None:
+        con.print(f"m = {names[1]}/{base} per Gb/s = {cal.m:.4f} -> {names[1]} = {cal.p2} per Gb/s-hour "
+                  f"(book: {cal.current_p2} per Gb/s-hour)")  # fmt: skip
+    for n in cal.notes:
+        con.print(f"note: {n}")
+
+
+DEFAULT_TOL = 0.05
+
+
+@tenant_app.command("add")
+def tenant_add(
+    name: Annotated[str, typer.Argument(help="tenant name, as in usage records")],
+    model: Annotated[str, typer.Option("--model", help="vbp, fbp or softbw")] = "vbp",
+    book: BookOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Enrol a tenant with a pricing model and a snapshot of a price book."""
+    from paccp.pricing.book import load_book
+    from paccp.pricing.ledger import Ledger
+
+    _, text = load_book(book)
+    added = Ledger(db).add_tenant(name, _model(model), text)
+    print(f"tenant {name}: {'added' if added else 'already present, unchanged'} ({model})")
+
+
+@tenant_app.command("list")
+def tenant_list(db: DbOpt = None) -> None:
+    """List tenants."""
+    from paccp.pricing.ledger import Ledger
+
+    for t in Ledger(db).tenants():
+        print(f"{t.name}\t{t.model}\t{t.book.name}\t{t.book_sha256[:12]}")
+
+
+@bill_app.command("ingest")
+def ingest_cmd(
+    files: Annotated[list[Path], typer.Argument(help="usage files (.jsonl or .parquet)")],
+    db: DbOpt = None,
+) -> None:
+    """Ingest usage files; each file all-or-nothing, idempotent on record_id."""
+    from rich.progress import Progress
+
+    from paccp.pricing.ledger import Ledger
+
+    led = Ledger(db)
+    with Progress(transient=True) as prog:
+        task = prog.add_task("ingesting", total=len(files))
+        for f in files:
+            r = led.ingest_file(f)
+            prog.console.print(f"{f}: {r.new} new, {r.unchanged} already ingested")
+            prog.advance(task)
+
+
+@bill_app.command("invoice")
+def invoice_cmd(
+    tenant: Annotated[str, typer.Option("--tenant", help="tenant name")],
+    period: Annotated[str, typer.Option("--period", help="UTC month, YYYY-MM")],
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+    csv_file: Annotated[Path | None, typer.Option("--csv", help="also write the invoice as CSV")] = None,
+) -> None:
+    """A tenant's invoice for a month: line items per VM/flow and CoS, totals."""
+    from paccp.pricing.charging import build_invoice, parse_period
+    from paccp.pricing.ledger import Ledger
+
+    led = Ledger(db)
+    t = led.tenant(tenant)
+    s, e = parse_period(period)
+    inv = build_invoice(t.name, t.model, t.book, led.usage(t.name, s, e), period)
+    if csv_file is not None:
+        try:
+            csv_file.write_text(inv.to_csv(), encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{csv_file}: cannot write ({exc.strerror})") from None
+    if as_json:
+        print(json.dumps(inv.to_json(), indent=2))
+        return
+    tab = Table(title=f"invoice {tenant} {period} ({t.model.upper()}, {inv.records} records)")
+    cols = (
+        "vm",
+        "flow",
+        "cos",
+        "theta",
+        "omega",
+        "item",
+        "quantity",
+        "unit price",
+        f"amount ({inv.currency})",
+    )
+    for c in cols:
+        tab.add_column(
+            c, justify="right" if c in ("quantity", "unit price") or c.startswith("amount") else "left"
+        )
+    for d in inv.to_json()["lines"]:
+        tab.add_row(
+            d["vm"], d["flow_id"] or "-", d["cos"], format_rate(d["theta_bps"]), d["omega"], d["description"],
+            f"{d['quantity']} {d['unit']}", d["unit_price"], d["amount"],
+        )  # fmt: skip
+    for cos, sub in inv.subtotals.items():
+        tab.add_row("", "", "", "", "", f"subtotal {cos}", "", "", str(sub))
+    tab.add_row("", "", "", "", "", "[b]TOTAL[/b]", "", "", f"[b]{inv.total}[/b]")
+    _out().print(tab)
