@@ -346,6 +346,7 @@ def write_run_dir(
     wall_s: float,
     scenario_text: str | None = None,
     extra: dict[str, Any] | None = None,
+    plots: bool = True,
 ) -> dict[str, Any]:
     """Write every file of a run directory; return the summary (also written as summary.json)."""
     from paccp.report.plots import plot_class_rates
@@ -360,7 +361,7 @@ def write_run_dir(
         (out / "scenario.toml").write_text(scenario_text, encoding="utf-8")
     labels = {r["id"]: r["label"] for r in rows}
     times, series = class_rate_series(result, labels)
-    if times.size:
+    if plots and times.size:
         plot_class_rates(times, series, out)
     summary = summarize(sc, result, rows)
     summary["run_id"] = run_id(engine_json)
