@@ -327,6 +327,25 @@ static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 th
 	}
 }
 
+/*
+ * Count a flow as active in its cgroup (VBP) once it first becomes cwnd-limited, so idle control
+ * connections (e.g. iperf3's) do not take a share; it stays counted until it closes (release).
+ */
+static __always_inline void count_active(struct paccp_ca *ca)
+{
+	struct paccp_vm_state init = {}, *st;
+	__u64 cgid = ca->cgid;
+
+	if (!cgid || ca->counted)
+		return;
+	bpf_map_update_elem(&paccp_vm_state, &cgid, &init, BPF_NOEXIST);
+	st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
+	if (st) {
+		__sync_fetch_and_add(&st->active, 1);
+		ca->counted = 1;
+	}
+}
+
 static __always_inline __u64 pow3_cached(struct paccp_ca *ca, __u64 omega)
 {
 	if (ca->omega_cached != omega + 1) {
@@ -372,20 +391,10 @@ void BPF_PROG(paccp_init, struct sock *sk)
 	ca->omega_cached = 0;
 	ca->last_bytes = tcp_sk(sk)->bytes_acked;
 	ca->cgid = 0;
+	ca->counted = 0;
 	meta = bpf_sk_storage_get(&paccp_sk_meta, sk, 0, 0);
 	if (meta)
 		ca->cgid = meta->cgid;
-	if (ca->cgid && !ca->counted) {
-		__u64 cgid = ca->cgid;
-		struct paccp_vm_state init = {}, *st;
-
-		bpf_map_update_elem(&paccp_vm_state, &cgid, &init, BPF_NOEXIST);
-		st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
-		if (st) {
-			__sync_fetch_and_add(&st->active, 1);
-			ca->counted = 1;
-		}
-	}
 	g = bpf_map_lookup_elem(&paccp_global, &zero);
 	if (g)
 		fid = __sync_fetch_and_add(&g->next_flow_id, 1) + 1;
@@ -433,6 +442,8 @@ void BPF_PROG(paccp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	struct ack_loop lc = {};
 	__u32 src, n, cw;
 
+	if (cwnd_limited(sk))
+		count_active(ca);
 	src = resolve(sk, ca, &theta, &omega);
 	wmin = wmin_of(sk, theta);
 	meter(sk, ca, theta, omega, src, wmin, 0);
