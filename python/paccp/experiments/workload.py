@@ -1,0 +1,489 @@
+"""Workload-driven experiments: the rcos study (paper Figs. 2-3) and VBP/FBP price-performance (Figs. 8-11).
+
+Every experiment is a grid of points (load x seed, and rcos for the rcos study) run through
+:func:`paccp.sweep.run_points` (cached in ``DIR/<id>/cache``, so a rerun or an interrupted run resumes).
+Each writes ``DIR/<id>/summary.json``, ``table.md``, ``fct_norm.png``/``meet_rate.png`` (or ``rcos.png``) and
+``points/<name>/flows.parquet`` (flow records with deadlines).
+
+Setups (SPEC sections 7-8; choices the paper leaves open are marked *ours*):
+
+- Fabric: leaf-spine 6 x 5, 40 hosts per rack, 10/40 Gb/s, 100/400-packet drop-tail, per-flow ECMP.
+  ``--quick``: 3 leaves x 2 spines x 16 hosts (same 2:1 host-to-uplink ratio), shorter run, fewer loads.
+- Load = offered inter-rack traffic / total leaf-to-spine capacity (``leaves * spines * 40 Gb/s``).
+  Flows arrive (Poisson) from 0 until the end of the measurement window; the run then goes on for a drain
+  period so that late flows can finish. Flows starting in the warm-up are excluded.
+- rcos: per rack half the hosts BE VMs (0, 1), half MRG VMs (theta, 1) with theta = 3 Gb/s (*ours*: the
+  paper does not give theta; 3 Gb/s matches its big-flow deadline). rcos = 1 is run as MRG with
+  theta = 0 (the paper: "BE and MRG flows are the same with rcos = 1"). Deadlines: small 0.7 ms,
+  medium 2 ms, big size / 3 Gb/s, for every flow.
+- fig8/fig9 (VBP, WebSearch/DataMining): per rack 20 BE (0, 1), 10 DS (0, 2), 10 MRG (5 Gb/s, 2) VMs, flows
+  by the VM of their source host. Deadline of every flow: size / (5 Gb/s / n_a), at least 1 ms, n_a =
+  active flows of the same class at the source host when the flow starts.
+- fig10/fig11 (FBP): each flow is BE/DS/MRG with probability 0.6/0.2/0.2, pairs (0, 1), (0, 2),
+  (2.5 Gb/s, 2). Deadline (*ours*, analogous): size / min(2.5 Gb/s, 10 Gb/s / n_a), at least 1 ms.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paccp.experiments import Experiment, ExperimentOptions, register
+from paccp.metrics import SIZE_GROUPS, combine_seeds
+from paccp.sweep import Point, run_points
+
+LOAD_DEFINITION = (
+    "load = offered inter-rack traffic / total leaf-to-spine capacity (leaves x spines x fabric rate); "
+    "Poisson arrivals, source uniform, destination uniform in another rack"
+)
+
+
+@dataclass(frozen=True)
+class Size:
+    """Fabric size and timing of a workload run."""
+
+    leaves: int
+    spines: int
+    hosts_per_leaf: int
+    warmup_ms: float
+    measure_ms: float  # arrivals stop here
+    drain_ms: float  # extra simulated time after the last arrival
+
+
+FULL = Size(6, 5, 40, warmup_ms=50, measure_ms=800, drain_ms=100)
+QUICK = Size(3, 2, 16, warmup_ms=5, measure_ms=30, drain_ms=10)
+
+FULL_LOADS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+QUICK_LOADS = (0.3, 0.8)
+RCOS_FULL = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
+RCOS_QUICK = (1.0, 3.0)
+
+VBP_PAIRS = {"be": ("0bit", 1.0), "ds": ("0bit", 2.0), "mrg": ("5Gbit", 2.0)}
+FBP_MIX = (("be", 0.6, "0bit", 1.0), ("ds", 0.2, "0bit", 2.0), ("mrg", 0.2, "2.5Gbit", 2.0))
+RCOS_THETA = "3Gbit"
+
+DEADLINES: dict[str, dict[str, Any]] = {
+    "rcos": {"kind": "size_class", "small_ms": 0.7, "medium_ms": 2.0, "big_rate": "3Gbit"},
+    "vbp": {"kind": "active_share", "rate": "5Gbit", "split": True, "floor_ms": 1.0},
+    "fbp": {"kind": "active_share", "rate": "2.5Gbit", "split": False, "floor_ms": 1.0, "link": "10Gbit"},
+}
+
+
+def host_roles(size: Size, kind: str) -> dict[str, str]:
+    """Class of service of each host's VM: rcos half BE / half MRG; VBP 1/2 BE, 1/4 DS, 1/4 MRG per rack."""
+    roles: dict[str, str] = {}
+    h = size.hosts_per_leaf
+    for leaf in range(size.leaves):
+        for j in range(h):
+            if kind == "rcos":
+                role = "be" if j < h // 2 else "mrg"
+            else:
+                role = "be" if j < h // 2 else ("ds" if j < 3 * h // 4 else "mrg")
+            roles[f"h{leaf * h + j}"] = role
+    return roles
+
+
+def scenario_dict(
+    kind: str, workload: str, load: float, seed: int, size: Size, rcos: float = 3.0
+) -> dict[str, Any]:
+    """The scenario (TOML schema of :mod:`paccp.scenario`) of one point; ``kind`` is rcos, vbp or fbp."""
+    stop_ms = size.measure_ms
+    sc: dict[str, Any] = {
+        "run": {
+            "seed": seed,
+            "duration": f"{stop_ms + size.drain_ms:g}ms",
+            "warmup": f"{size.warmup_ms:g}ms",
+            "sample_flows": "none",
+        },
+        "cc": {"kind": "paccp", "rcos": max(rcos, 1.5)},
+        "topology": {
+            "kind": "leaf_spine",
+            "leaves": size.leaves,
+            "spines": size.spines,
+            "hosts_per_leaf": size.hosts_per_leaf,
+        },
+        "routing": {"kind": "ecmp"},
+        "vms": [],
+        "arrivals": [{"workload": workload, "load": load, "stop": f"{stop_ms:g}ms"}],
+    }
+    if kind == "fbp":
+        sc["arrivals"][0]["cos"] = {
+            "kind": "mix",
+            "classes": [
+                {"label": c.upper(), "prob": p, "theta": th, "omega": om} for c, p, th, om in FBP_MIX
+            ],
+        }
+        return sc
+    for host, role in host_roles(size, kind).items():
+        if kind == "rcos":
+            theta, omega = (RCOS_THETA if rcos > 1.0 else "0bit", 1.0) if role == "mrg" else ("0bit", 1.0)
+        else:
+            theta, omega = VBP_PAIRS[role]
+        cos = role if not (role == "mrg" and theta == "0bit") else "be"
+        sc["vms"].append(
+            {
+                "id": f"vm-{host}",
+                "host": host,
+                "theta": theta,
+                "omega": omega,
+                "cos": cos,
+                "label": role.upper(),
+            }
+        )
+    sc["arrivals"][0]["cos"] = {"kind": "by_vm"}
+    return sc
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one experiment sweeps."""
+
+    id: str
+    title: str
+    kind: str  # rcos | vbp | fbp
+    workloads: tuple[str, ...]
+
+
+SPECS = {
+    "rcos": Spec(
+        "rcos",
+        "rcos study: BE + MRG, deadline meet rate vs rcos (paper Figs. 2-3)",
+        "rcos",
+        ("datamining", "websearch"),
+    ),
+    "fig8": Spec(
+        "fig8", "VBP, WebSearch: FCT normalised to BE and deadline meet rates (Fig. 8)", "vbp", ("websearch",)
+    ),
+    "fig9": Spec("fig9", "VBP, DataMining (Fig. 9)", "vbp", ("datamining",)),
+    "fig10": Spec("fig10", "FBP, WebSearch (Fig. 10)", "fbp", ("websearch",)),
+    "fig11": Spec("fig11", "FBP, DataMining (Fig. 11)", "fbp", ("datamining",)),
+}
+
+
+def _size(opts: ExperimentOptions) -> Size:
+    base = QUICK if opts.quick else FULL
+    if opts.duration_ns is not None:  # --duration sets the measurement window (arrivals period)
+        ms = opts.duration_ns / 1e6
+        return Size(
+            base.leaves, base.spines, base.hosts_per_leaf, min(base.warmup_ms, ms / 4), ms, base.drain_ms
+        )
+    return base
+
+
+def build_points(spec: Spec, opts: ExperimentOptions, out: Path) -> list[Point]:
+    """The grid of points of an experiment."""
+    size = _size(opts)
+    loads = QUICK_LOADS if opts.quick else FULL_LOADS
+    seeds = [opts.seed] if opts.quick else [opts.seed, opts.seed + 1, opts.seed + 2]
+    workloads = spec.workloads[-1:] if opts.quick else spec.workloads
+    loads_rcos = (0.3, 0.7) if opts.quick else (0.3, 0.5, 0.7)
+    rcos_values = RCOS_QUICK if opts.quick else RCOS_FULL
+    points = []
+    for wl in workloads:
+        for load in loads_rcos if spec.kind == "rcos" else loads:
+            for rcos in rcos_values if spec.kind == "rcos" else (3.0,):
+                for seed in seeds:
+                    params: dict[str, Any] = {"workload": wl, "load": load, "seed": seed}
+                    if spec.kind == "rcos":
+                        params["rcos"] = rcos
+                    name = "_".join(f"{k}={v}" for k, v in params.items())
+                    points.append(
+                        Point(
+                            scenario=scenario_dict(spec.kind, wl, load, seed, size, rcos),
+                            params=params,
+                            deadline=DEADLINES[spec.kind],
+                            flows_dir=str(out / "points" / name),
+                        )
+                    )
+    return points
+
+
+def aggregate(results: list[dict[str, Any]], keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Group point results by ``keys`` (e.g. workload, load) and combine seeds (mean and 95 % CI)."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault(tuple(r["params"][k] for k in keys), []).append(r)
+    out = []
+    for gk, rs in sorted(groups.items()):
+        norm = combine_seeds([r["fct_norm_to_be"] for r in rs])
+        meet = combine_seeds([r["deadline_meet_rate"] or {} for r in rs])
+        per_cos: dict[str, Any] = {}
+        for cos in sorted({c for r in rs for c in r["stats"]["by_cos"] if c != "all"}):
+            st = [r["stats"]["by_cos"].get(cos, {}) for r in rs]
+            per_cos[cos] = {
+                "fct_norm_to_be": {g: norm.get(cos, {}).get(g, {}).get("mean") for g in SIZE_GROUPS},
+                "fct_norm_to_be_ci95": {g: norm.get(cos, {}).get(g, {}).get("ci95") for g in SIZE_GROUPS},
+                "deadline_meet_rate": {g: meet.get(cos, {}).get(g, {}).get("mean") for g in SIZE_GROUPS},
+                "deadline_meet_rate_ci95": {g: meet.get(cos, {}).get(g, {}).get("ci95") for g in SIZE_GROUPS},
+                "mean_fct_ms": {
+                    g: _avg([s.get(g, {}).get("mean_fct_ns") for s in st], 1e-6) for g in SIZE_GROUPS
+                },
+                "p99_fct_ms": {
+                    g: _avg([s.get(g, {}).get("p99_fct_ns") for s in st], 1e-6) for g in SIZE_GROUPS
+                },
+                "flows": sum(s.get("overall", {}).get("flows", 0) for s in st),
+                "unfinished": sum(s.get("overall", {}).get("unfinished", 0) for s in st),
+            }
+        allst = [r["stats"]["by_cos"]["all"]["overall"] for r in rs]
+        out.append(
+            {
+                **dict(zip(keys, gk, strict=True)),
+                "seeds": [r["params"]["seed"] for r in rs],
+                "cos": per_cos,
+                "all": {
+                    "mean_fct_ms": _avg([s["mean_fct_ns"] for s in allst], 1e-6),
+                    "p99_fct_ms": _avg([s["p99_fct_ns"] for s in allst], 1e-6),
+                    "flows": sum(s["flows"] for s in allst),
+                    "unfinished": sum(s["unfinished"] for s in allst),
+                },
+                "excluded_warmup": sum(r["stats"]["excluded_warmup"] for r in rs),
+                "events": sum(int(r["engine"].get("events", 0)) for r in rs),
+            }
+        )
+    return out
+
+
+def _avg(xs: list[float | None], scale: float = 1.0) -> float | None:
+    v = [x for x in xs if x is not None]
+    return sum(v) / len(v) * scale if v else None
+
+
+def _get(row: dict[str, Any], cos: str, metric: str, group: str = "overall") -> float | None:
+    val = row["cos"].get(cos, {}).get(metric, {}).get(group)
+    return None if val is None else float(val)
+
+
+def _check(statement: str, paper: str, ours: str, holds: bool | None) -> dict[str, Any]:
+    return {"statement": statement, "paper": paper, "ours": ours, "holds": holds}
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compare a VBP/FBP experiment with the paper's statements (done-when targets in parentheses)."""
+    if not rows:
+        return []
+    top = max(rows, key=lambda r: r["load"])
+    hl = f"{top['load']:.0%}"
+    out = []
+    for cos, paper in (("ds", "0.62"), ("mrg", "0.61")):
+        v = _get(top, cos, "fct_norm_to_be")
+        out.append(
+            _check(
+                f"{cos.upper()} overall FCT / BE at the highest load ({hl}) below 0.85",
+                f"about {paper} at 80 % (WebSearch VBP)",
+                _fmt(v),
+                None if v is None else v < 0.85,
+            )
+        )
+    worst = []
+    for r in rows:
+        for cos in ("ds", "mrg"):
+            for g in ("small", "medium"):
+                v = _get(r, cos, "fct_norm_to_be", g)
+                if v is not None:
+                    worst.append(v)
+    w = max(worst) if worst else None
+    out.append(
+        _check(
+            "small and medium DS/MRG FCT below BE's at every load (paper: < 0.8)",
+            "< 0.8 at every load",
+            f"max {_fmt(w)}",
+            None if w is None else w < 1.0,
+        )
+    )
+    m, b = _get(top, "mrg", "deadline_meet_rate"), _get(top, "be", "deadline_meet_rate")
+    out.append(
+        _check(
+            f"MRG deadline meet rate above BE's at {hl}",
+            "MRG > 90 %, BE < 50 % at high load",
+            f"MRG {_fmt(m)}, BE {_fmt(b)}",
+            None if m is None or b is None else m > b,
+        )
+    )
+    out.append(
+        _check(f"MRG deadline meet rate >= 0.90 at {hl}", "> 90 %", _fmt(m), None if m is None else m >= 0.9)
+    )
+    if "datamining" in spec.workloads:
+        sm = {c: _get(top, c, "deadline_meet_rate", "small") for c in ("mrg", "ds", "be")}
+        out.append(
+            _check(
+                f"DataMining small-flow meet rates MRG/DS/BE at {hl}",
+                "> 98 / 95 / 90 %",
+                " / ".join(_fmt(sm[c]) for c in ("mrg", "ds", "be")),
+                None
+                if None in sm.values()
+                else bool(sm["mrg"] > 0.98 and sm["ds"] > 0.95 and sm["be"] > 0.90),  # type: ignore[operator]
+            )
+        )
+    return out
+
+
+def checks_rcos(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """rcos study: MRG meet rate at rcos 3 >= at rcos 1 at every load and workload; flattening above 3."""
+    out = []
+    by: dict[tuple[str, float], dict[float, float | None]] = {}
+    for r in rows:
+        by.setdefault((r["workload"], r["load"]), {})[r["rcos"]] = _get(r, "mrg", "deadline_meet_rate")
+    for (wl, load), m in sorted(by.items()):
+        m1, m3 = m.get(1.0), m.get(3.0)
+        out.append(
+            _check(
+                f"{wl} {load:.0%}: MRG meet rate at rcos 3 >= at rcos 1",
+                "miss rate falls as rcos grows to 3",
+                f"{_fmt(m1)} -> {_fmt(m3)}",
+                None if m1 is None or m3 is None else m3 >= m1,
+            )
+        )
+        above = [v for k, v in m.items() if k > 3.0 and v is not None]
+        if m3 is not None and above:
+            gain = max(above) - m3
+            out.append(
+                _check(
+                    f"{wl} {load:.0%}: little gain above rcos 3 (< 0.02)",
+                    "flattens above 3",
+                    f"best above 3 minus at 3: {gain:+.3f}",
+                    gain < 0.02,
+                )
+            )
+    return out
+
+
+def _plots(spec: Spec, rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths: list[Path] = []
+    if spec.kind == "rcos":
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+        for wl, load in sorted({(r["workload"], r["load"]) for r in rows}):
+            sel = sorted(
+                (r for r in rows if r["workload"] == wl and r["load"] == load), key=lambda r: r["rcos"]
+            )
+            xs = [r["rcos"] for r in sel]
+            lab = f"{wl} {load:.0%}"
+            axes[0].plot(xs, [_nan(_get(r, "mrg", "deadline_meet_rate")) for r in sel], "o-", label=lab)
+            axes[1].plot(xs, [_nan(r["all"]["mean_fct_ms"]) for r in sel], "o-", label=lab)
+            axes[2].plot(xs, [_nan(r["all"]["p99_fct_ms"]) for r in sel], "o-", label=lab)
+        for ax, t in zip(
+            axes, ("MRG deadline meet rate", "mean FCT (ms), all flows", "p99 FCT (ms)"), strict=True
+        ):
+            ax.set_xlabel("rcos")
+            ax.set_title(t)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        p = out / "rcos.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        return [p]
+    loads = [r["load"] for r in rows]
+    for metric, fname, cos_list, ylab in (
+        ("fct_norm_to_be", "fct_norm.png", ("ds", "mrg"), "mean FCT / BE"),
+        ("deadline_meet_rate", "meet_rate.png", ("be", "ds", "mrg"), "deadline meet rate"),
+    ):
+        fig, axes = plt.subplots(1, 4, figsize=(15, 3.6), sharey=True)
+        for ax, g in zip(axes, SIZE_GROUPS, strict=True):
+            for cos in cos_list:
+                ys = [_nan(_get(r, cos, metric, g)) for r in rows]
+                errs = [_nan(r["cos"].get(cos, {}).get(metric + "_ci95", {}).get(g), 0.0) for r in rows]
+                ax.errorbar([x * 100 for x in loads], ys, yerr=errs, marker="o", capsize=3, label=cos.upper())
+            if metric == "fct_norm_to_be":
+                ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+            ax.set_title(g)
+            ax.set_xlabel("load (%)")
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel(ylab)
+        axes[0].legend()
+        fig.suptitle(spec.title, fontsize=10)
+        fig.tight_layout()
+        p = out / fname
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+def _nan(x: float | None, default: float = float("nan")) -> float:
+    return default if x is None else float(x)
+
+
+def write_table(summary: dict[str, Any], out: Path) -> str:
+    """``table.md``: statement, paper, ours, holds?"""
+    lines = [f"# {summary['title']}", "", "| statement | paper | ours | holds? |", "|---|---|---|---|"]
+    for c in summary["checks"]:
+        holds = {True: "yes", False: "**no**", None: "n/a"}[c["holds"]]
+        lines.append(f"| {c['statement']} | {c['paper']} | {c['ours']} | {holds} |")
+    text = "\n".join(lines) + "\n"
+    (out / "table.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    """Print the comparison table (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=summary["title"])
+    for col in ("statement", "paper", "ours", "holds?"):
+        t.add_column(col)
+    for c in summary["checks"]:
+        t.add_row(c["statement"], c["paper"], c["ours"], {True: "yes", False: "NO", None: "n/a"}[c["holds"]])
+    Console().print(t)
+
+
+def run_spec(spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: bool = True) -> dict[str, Any]:
+    """Run (or resume from the cache) one experiment and write its outputs."""
+    out = opts.out_dir / spec.id
+    out.mkdir(parents=True, exist_ok=True)
+    points = build_points(spec, opts, out)
+    results = run_points(points, out, workers=workers, progress=show)
+    keys = ("workload", "load", "rcos") if spec.kind == "rcos" else ("workload", "load")
+    rows = aggregate(results, keys)
+    checks = checks_rcos(rows) if spec.kind == "rcos" else checks_price(spec, rows)
+    size = _size(opts)
+    summary = {
+        "kind": "experiment",
+        "experiment": spec.id,
+        "title": spec.title,
+        "quick": opts.quick,
+        "load_definition": LOAD_DEFINITION,
+        "deadline_rule": DEADLINES[spec.kind],
+        "setup": {
+            "leaves": size.leaves,
+            "spines": size.spines,
+            "hosts_per_leaf": size.hosts_per_leaf,
+            "warmup_ms": size.warmup_ms,
+            "arrivals_until_ms": size.measure_ms,
+            "drain_ms": size.drain_ms,
+            "pricing": spec.kind,
+        },
+        "loads": rows,
+        "checks": checks,
+        "points": len(results),
+        "points_from_cache": sum(1 for r in results if r.get("cached")),
+        "wall_s_points": round(sum(float(r.get("wall_s", 0.0)) for r in results), 3),
+    }
+    _plots(spec, rows, out)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_table(summary, out)
+    if show:
+        print_table(summary)
+    return summary
+
+
+def _runner(spec: Spec) -> Any:
+    def run(opts: ExperimentOptions) -> dict[str, Any]:
+        return run_spec(spec, opts)
+
+    return run
+
+
+for _spec in SPECS.values():
+    register(Experiment(id=_spec.id, title=_spec.title, run=_runner(_spec)))

@@ -1,0 +1,439 @@
+"""Sweeps: run a grid of scenario points locally (process pool) or on Ray, with a result cache.
+
+A **point** is one scenario (a dict in the TOML schema of :mod:`paccp.scenario`, seed included), an optional
+deadline rule and the grid values that produced it. Evaluating a point runs the engine, builds the flows
+table (:func:`paccp.rundir.flow_table`), gives flows their deadlines and computes the workload metrics
+(:mod:`paccp.metrics`).
+
+**Cache.** A point's key is the SHA-256 of the canonical JSON of its fully resolved engine input (which
+contains the seed) plus its deadline rule and warm-up. Its result is stored as ``DIR/cache/<key>.json``
+(written atomically as soon as the point finishes). A sweep skips every point whose file exists, so an
+interrupted sweep resumes without recomputing finished points and a repeated sweep costs nothing.
+
+**Sweep file** (``paccp sweep SWEEP.toml``)::
+
+    [sweep]
+    name = "vbp-load"
+    scenario = "../scenarios/workload/fig8.toml"   # base scenario, relative to the sweep file
+    seeds = [1, 2, 3]
+    deadline = {kind = "active_share", rate = "5Gbit", split = true}   # optional (or kind = "size_class")
+
+    [grid]                                # every combination is a point (times every seed)
+    load = [0.3, 0.5, 0.7]                # shortcut: the load of every [[arrivals]]
+    workload = ["websearch", "datamining"]  # shortcut: the workload of every [[arrivals]]
+    "cc.rcos" = [2.0, 3.0]                # any scenario field by dotted path (list items by index)
+    scenario = ["a.toml", "b.toml"]       # optional: several base scenarios (e.g. VBP and FBP)
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paccp.errors import UserError
+from paccp.metrics import fct_norm_to_be, flow_stats, meet_rates, with_deadlines
+from paccp.units import parse_rate_bps
+from paccp.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
+
+COS_LABELS = ("be", "ds", "mrg")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One scenario to evaluate: ``scenario`` (TOML-schema dict), ``deadline`` rule spec, grid ``params``."""
+
+    scenario: dict[str, Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    deadline: dict[str, Any] | None = None
+    flows_dir: str | None = None  # when set, flows.parquet (with deadlines) is written there
+
+
+# --------------------------------------------------------------------------------------------------
+# deadline rule specs (plain dicts, so they hash and travel to worker processes)
+
+
+def deadline_rule(spec: Mapping[str, Any] | None) -> DeadlineRule | None:
+    """Build a deadline rule from its spec: ``{"kind": "size_class"}`` or ``{"kind": "active_share", ...}``.
+
+    ``active_share`` fields: ``rate`` (rate string or bit/s), ``split`` (bool, default true), ``floor_ms``
+    (default 1), ``link`` (host link rate, default 10Gbit). ``size_class`` fields: ``small_ms``,
+    ``medium_ms``, ``big_rate`` (defaults: the rcos study's 0.7 ms, 2 ms, 3 Gb/s).
+    """
+    if spec is None:
+        return None
+    kind = spec.get("kind")
+    try:
+        if kind == "size_class":
+            return SizeClassDeadline(
+                small_ns=int(float(spec.get("small_ms", 0.7)) * 1e6),
+                medium_ns=int(float(spec.get("medium_ms", 2.0)) * 1e6),
+                big_rate_bps=float(parse_rate_bps(spec.get("big_rate", "3Gbit"))),
+            )
+        if kind == "active_share":
+            if "rate" not in spec:
+                raise UserError("deadline: active_share needs 'rate'")
+            return ActiveShareDeadline(
+                rate_bps=float(parse_rate_bps(spec["rate"])),
+                floor_ns=int(float(spec.get("floor_ms", 1.0)) * 1e6),
+                split=bool(spec.get("split", True)),
+                link_bps=float(parse_rate_bps(spec.get("link", "10Gbit"))),
+            )
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"deadline: {exc}") from None
+    raise UserError(f"deadline: kind must be 'size_class' or 'active_share', got {kind!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# evaluation of one point
+
+
+def engine_input(point: Point) -> dict[str, Any]:
+    """The resolved engine JSON of a point (validates the scenario)."""
+    from paccp.scenario import parse_scenario, to_engine
+
+    return to_engine(parse_scenario(copy.deepcopy(point.scenario), where="sweep point"))
+
+
+def point_key(point: Point) -> str:
+    """Cache key: hash of the canonical engine input, the deadline rule and the warm-up."""
+    doc = {
+        "engine": engine_input(point),
+        "deadline": point.deadline,
+        "warmup": point.scenario.get("run", {}).get("warmup"),
+        "v": 1,
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def evaluate(point: Point) -> dict[str, Any]:
+    """Run one point and return its metrics (JSON-serialisable)."""
+    import time
+
+    from paccp import engine
+    from paccp.rundir import flow_table, write_flows
+    from paccp.scenario import parse_scenario, to_engine
+
+    sc = parse_scenario(copy.deepcopy(point.scenario), where="sweep point")
+    t0 = time.perf_counter()
+    result = engine.run(to_engine(sc))
+    wall = time.perf_counter() - t0
+    rows = flow_table(sc, result)
+    for r in rows:  # the class of a workload flow is its label when that is BE/DS/MRG (see README)
+        lab = str(r["label"]).lower()
+        if lab in COS_LABELS:
+            r["cos"] = lab
+    rule = deadline_rule(point.deadline)
+    finite = with_deadlines(rows, rule, sc.run.duration) if rule is not None else rows
+    if point.flows_dir is not None:
+        out = Path(point.flows_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        if rule is not None:
+            by_id = {r["id"]: r for r in finite}
+            rows = [by_id.get(r["id"], r) for r in rows]
+        write_flows(rows, out)
+    stats = flow_stats(finite, warmup_ns=sc.run.warmup)
+    return {
+        "params": point.params,
+        "seed": sc.run.seed,
+        "stats": stats,
+        "fct_norm_to_be": fct_norm_to_be(stats),
+        "deadline_meet_rate": meet_rates(stats) if rule is not None else None,
+        "engine": dict(result.stats),
+        "wall_s": round(wall, 3),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# the executor with its cache
+
+
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+EvalFn = Callable[[Point], dict[str, Any]]
+
+
+def run_points(
+    points: Sequence[Point],
+    out_dir: Path,
+    *,
+    executor: str = "local",
+    workers: int = 2,
+    address: str | None = None,
+    progress: bool = True,
+    evaluate_fn: EvalFn = evaluate,
+) -> list[dict[str, Any]]:
+    """Evaluate ``points`` (cached in ``out_dir/cache``) and return their results in order.
+
+    ``executor``: ``local`` (process pool of ``workers``; ``workers=1`` runs in this process) or ``ray``
+    (``ray.init(address=address)``, or a local Ray with ``workers`` CPUs when no address is given).
+    Each result has ``key`` and ``cached`` (True when it came from the cache) added.
+    """
+    if executor not in ("local", "ray"):
+        raise UserError(f"executor must be 'local' or 'ray', got {executor!r}")
+    if workers < 1:
+        raise UserError("workers must be >= 1")
+    cache = out_dir / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    keys = [point_key(p) for p in points]
+    results: dict[str, dict[str, Any]] = {}
+    todo: list[tuple[str, Point]] = []
+    for k, p in zip(keys, points, strict=True):
+        f = cache / f"{k}.json"
+        if f.is_file():
+            results[k] = {**json.loads(f.read_text(encoding="utf-8")), "cached": True}
+        elif k not in {t[0] for t in todo}:
+            todo.append((k, p))
+
+    def done(k: str, res: dict[str, Any]) -> None:
+        _write_atomic(cache / f"{k}.json", res)
+        results[k] = {**res, "cached": False}
+
+    with _bar(progress, len(todo)) as advance:
+        if not todo:
+            pass
+        elif executor == "ray":
+            _run_ray(todo, done, advance, workers, address, evaluate_fn)
+        elif workers == 1:
+            for k, p in todo:
+                done(k, evaluate_fn(p))
+                advance()
+        else:
+            _run_pool(todo, done, advance, workers, evaluate_fn)
+    return [{**results[k], "key": k} for k in keys]
+
+
+class _bar:
+    """A rich progress bar over points (or a no-op)."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled = enabled and total > 0
+        self.total = total
+
+    def __enter__(self) -> Callable[[], None]:
+        if not self.enabled:
+            return lambda: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
+        )
+        self.bar.__enter__()
+        task = self.bar.add_task("points", total=self.total)
+        return lambda: self.bar.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.__exit__(None, None, None)
+
+
+def _run_pool(
+    todo: list[tuple[str, Point]],
+    done: Callable[[str, dict[str, Any]], None],
+    advance: Callable[[], None],
+    workers: int,
+    fn: EvalFn,
+) -> None:
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+        futs: dict[Future[dict[str, Any]], str] = {pool.submit(fn, p): k for k, p in todo}
+        pending = set(futs)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                done(futs[f], f.result())  # an exception propagates after earlier points were cached
+                advance()
+
+
+def _run_ray(
+    todo: list[tuple[str, Point]],
+    done: Callable[[str, dict[str, Any]], None],
+    advance: Callable[[], None],
+    workers: int,
+    address: str | None,
+    fn: EvalFn,
+) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("the ray executor needs the 'ray' package (pip install ray)") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        except Exception as exc:  # ray raises many types (ConnectionError, RuntimeError, ...)
+            raise UserError(f"ray: cannot start or join a cluster: {str(exc).splitlines()[0]}") from None
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1)(fn)
+        refs = {remote.remote(p): k for k, p in todo}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                done(refs[r], ray.get(r))
+                advance()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# --------------------------------------------------------------------------------------------------
+# sweep files
+
+
+def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``obj[a][b][0][c] = value`` for ``dotted = "a.b.0.c"`` (list items by index)."""
+    parts = dotted.split(".")
+    cur: Any = obj
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(cur, list):
+            try:
+                idx = int(part)
+                if last:
+                    cur[idx] = value
+                    return
+                cur = cur[idx]
+            except (ValueError, IndexError):
+                raise UserError(
+                    f"grid: {dotted!r}: {part!r} is not an index of a list of {len(cur)}"
+                ) from None
+        elif isinstance(cur, dict):
+            if last:
+                cur[part] = value
+                return
+            cur = cur.setdefault(part, {})
+        else:
+            raise UserError(f"grid: {dotted!r}: cannot descend into a {type(cur).__name__}")
+
+
+def apply_param(scenario: dict[str, Any], name: str, value: Any) -> None:
+    """Apply one grid value: ``load``/``workload`` shortcuts, ``seed``, or a dotted scenario path."""
+    if name in ("load", "workload"):
+        arr = scenario.get("arrivals")
+        if not arr:
+            raise UserError(f"grid: {name!r} needs a scenario with [[arrivals]]")
+        for a in arr:
+            a[name] = value
+            if name == "load":
+                a.pop("rate_per_s", None)
+    elif name == "seed":
+        scenario.setdefault("run", {})["seed"] = value
+    else:
+        set_path(scenario, name, value)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: malformed TOML ({exc})") from None
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid values, as ``{name: value}`` dicts (first name varies slowest)."""
+    names = list(grid)
+    for n in names:
+        if not isinstance(grid[n], list) or not grid[n]:
+            raise UserError(f"grid: {n!r} must be a non-empty list")
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(grid[n] for n in names))]
+
+
+def load_sweep(path: Path) -> tuple[str, list[Point]]:
+    """Read a sweep file and return its name and points (validated)."""
+    from paccp.scenario import parse_scenario
+
+    doc = _read_toml(path)
+    unknown = set(doc) - {"sweep", "grid"}
+    if unknown:
+        raise UserError(f"{path}: unknown table(s) {sorted(unknown)} (expected [sweep] and [grid])")
+    sw = doc.get("sweep")
+    if not isinstance(sw, dict):
+        raise UserError(f"{path}: missing [sweep] table")
+    bad = set(sw) - {"name", "scenario", "seeds", "deadline"}
+    if bad:
+        raise UserError(f"{path}: unknown [sweep] key(s) {sorted(bad)}")
+    grid = dict(doc.get("grid", {}))
+    bases = grid.pop("scenario", None) or [sw.get("scenario")]
+    if bases == [None]:
+        raise UserError(f"{path}: give [sweep] scenario = 'FILE' (or a 'scenario' list in [grid])")
+    seeds = sw.get("seeds", [1])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        raise UserError(f"{path}: seeds must be a non-empty list of integers >= 0")
+    deadline = sw.get("deadline")
+    deadline_rule(deadline)  # validate early
+    combos = expand_grid(grid) if grid else [{}]
+    points: list[Point] = []
+    for base in bases:
+        base_path = (path.parent / str(base)).resolve()
+        base_doc = _read_toml(base_path)
+        for combo in combos:
+            for seed in seeds:
+                sc = copy.deepcopy(base_doc)
+                for name, value in combo.items():
+                    apply_param(sc, name, value)
+                apply_param(sc, "seed", seed)
+                params = {**({"scenario": str(base)} if len(bases) > 1 else {}), **combo, "seed": seed}
+                parse_scenario(copy.deepcopy(sc), where=f"{path} point {params}")
+                points.append(Point(scenario=sc, params=params, deadline=deadline))
+    return str(sw.get("name", path.stem)), points
+
+
+def headline(res: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat one-row view of a point result (for sweep.csv)."""
+    row: dict[str, Any] = dict(res["params"])
+    for cos, groups in (res.get("fct_norm_to_be") or {}).items():
+        for g, v in groups.items():
+            row[f"fct_norm_{cos}_{g}"] = v
+    for cos, groups in (res.get("deadline_meet_rate") or {}).items():
+        row[f"meet_{cos}_overall"] = groups.get("overall")
+    allst = res["stats"]["by_cos"].get("all", {}).get("overall", {})
+    row["flows"] = allst.get("flows")
+    row["unfinished"] = allst.get("unfinished")
+    row["key"] = res.get("key")
+    return row
+
+
+def write_sweep_outputs(name: str, results: Iterable[Mapping[str, Any]], out_dir: Path) -> dict[str, Any]:
+    """Write ``summary.json`` (every point's result) and ``sweep.csv`` (one row per point)."""
+    import csv
+
+    res = list(results)
+    summary = {
+        "kind": "sweep",
+        "name": name,
+        "points": [{k: v for k, v in r.items() if k != "cached"} for r in res],
+    }
+    (out_dir / "summary.json").write_text(
+        json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    rows = [headline(r) for r in res]
+    cols: list[str] = []
+    for r in rows:
+        for c in r:
+            if c not in cols:
+                cols.append(c)
+    with (out_dir / "sweep.csv").open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols)
+        w.writeheader()
+        for r in rows:
+            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    return summary
