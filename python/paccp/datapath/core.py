@@ -584,7 +584,7 @@ def usage_records(tenant: str, include_open: bool = False) -> list[Any]:
 
     for s in sorted(slices, key=lambda s: (s.kind, s.id, s.start_ns)):
         cgid = s.id if s.kind == KIND_VM else (flows[s.id].cgid if s.id in flows else 0)
-        add(s.kind, s.id, cgid, s.theta_bps, s.omega_q20, s.start_ns, s.start_ns + s.ns, s.bytes, "")
+        add(s.kind, s.id, cgid, s.theta_bps, s.omega_q20, s.start_ns, s.start_ns + s.ns, s.nbytes, "")
     if include_open:
         for f in flows.values():
             if not f.ended and f.omega_q20:

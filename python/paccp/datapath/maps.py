@@ -122,7 +122,7 @@ class SliceRec:
     omega_q20: int
     start_ns: int
     ns: int
-    bytes: int
+    nbytes: int
 
     @classmethod
     def decode(cls, key: bytes, raw: bytes) -> SliceRec:

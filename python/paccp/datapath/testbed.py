@@ -46,7 +46,7 @@ class FlowSpec:
 
 
 def parse_flow_specs(text: str) -> list[FlowSpec]:
-    """Parse ``"be,be,ds,mrg:200Mbit:2"``: be = (0,1); ds[:omega] (default 2); mrg:THETA[:omega] (default 1)."""
+    """Parse ``"be,ds,mrg:200Mbit:2"``: be = (0,1); ds[:omega] (default 2); mrg:THETA[:omega] (omega 1)."""
     specs = []
     for raw in text.split(","):
         part = raw.strip()
@@ -266,7 +266,7 @@ def _run_flows(
     probe: Callable[[], dict[str, int]] | None = None,
     probed: dict[str, float] | None = None,
 ) -> dict[str, float]:
-    """Start one iperf3 server per destination and one client per (src, dst_addr, dst, cgroup); return rates."""
+    """One iperf3 server per destination, one client per (src, dst_addr, dst, cgroup); return rates."""
     servers = {}
     for i, (_src, _addr, dst, _cg) in enumerate(pairs):
         port = IPERF_PORT + i
@@ -311,7 +311,8 @@ def _run_flows(
     rates = {}
     for i, (src, _addr, _dst, _cg) in enumerate(pairs):
         if clients[i].returncode != 0:
-            err = (clients[i].stderr.read() if clients[i].stderr else "").strip()
+            stream = clients[i].stderr
+            err = (stream.read() if stream is not None else "").strip()
             raise EnvironmentUnsupported(f"iperf3 client in {src} failed: {err[-200:]}")
         rates[src] = _iperf_rate(outdir / f"iperf-{src}.json")
     return rates
@@ -465,7 +466,7 @@ def simulate_fig7(rate_bps: int, duration_s: float) -> tuple[dict[str, float] | 
             "delayed_ack": False,
             "delayed_ack_timeout_ns": 40000,
             "dupack_threshold": 3,
-        },  # fmt: skip
+        },
         "cc": {"kind": "paccp", "rcos": 3.0, "min_cwnd_pkts": 2.0},
         "topology": {
             "kind": "explicit",
@@ -490,7 +491,7 @@ def simulate_fig7(rate_bps: int, duration_s: float) -> tuple[dict[str, float] | 
                 "vm": f"vm-{i}",
                 "label": p.label,
                 "changes": [],
-            }  # fmt: skip
+            }
             for i, p in pairs.items()
         ],
         "arrivals": [],

@@ -1,0 +1,80 @@
+"""``paccp bench datapath``: paccp (BE) against the kernel's reno on one bulk iperf3 flow over veth.
+
+Two namespaces joined by a veth pair (no shaping: the flow is CPU-bound, which is what exposes the cost of
+the BPF congestion control). Each run sets the sender's CC with ``iperf3 -C``. Reported per CC:
+throughput, and CPU seconds per GB moved (all CPUs' busy time from /proc/stat over the run, so it includes
+the receiver and the softirq work; the machine is shared, so compare the ratio, not absolute values).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from paccp.datapath import core
+from paccp.datapath.testbed import testbed
+from paccp.errors import EnvironmentUnsupported
+
+
+def _cpu_busy_s() -> float:
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    vals = [int(x) for x in fields]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    hz = 100.0
+    return (sum(vals[:8]) - idle) / hz
+
+
+def run(duration_s: float, repeats: int = 2) -> dict[str, Any]:
+    """Alternate reno and paccp runs ``repeats`` times each; return medians as a JSON-able dict."""
+    if duration_s < 1:
+        raise EnvironmentUnsupported("bench duration must be at least 1s")
+    results: dict[str, list[dict[str, float]]] = {"reno": [], "paccp": []}
+    with testbed() as net:
+        net.add_node("a")
+        net.add_node("b")
+        net.link("a", "10.210.0.1/24", "b", "10.210.0.2/24")
+        net.spawn("b", ["iperf3", "-s", "-p", "5201"])
+        time.sleep(0.5)
+        for _ in range(repeats):
+            for cc in ("reno", "paccp"):
+                c0, t0 = _cpu_busy_s(), time.monotonic()
+                res = net.exec(
+                    "a", "iperf3", "-c", "10.210.0.2", "-p", "5201", "-t", f"{duration_s:g}", "-C", cc, "-J"
+                )
+                c1, t1 = _cpu_busy_s(), time.monotonic()
+                doc = json.loads(res.stdout)
+                got_cc = doc["end"].get("sender_tcp_congestion", cc)
+                if got_cc != cc:
+                    raise EnvironmentUnsupported(f"iperf3 ran {got_cc}, not {cc}")
+                bps = float(doc["end"]["sum_received"]["bits_per_second"])
+                nbytes = float(doc["end"]["sum_received"]["bytes"])
+                results[cc].append(
+                    {
+                        "throughput_bps": bps,
+                        "cpu_s_per_gb": (c1 - c0) / max(1e-9, nbytes / 1e9),
+                        "wall_s": t1 - t0,
+                    }
+                )
+    out: dict[str, Any] = {
+        "bench": "datapath",
+        "duration_s": duration_s,
+        "repeats": repeats,
+        "loaded": core.is_loaded(),
+    }
+    for cc, runs in results.items():
+        tp = sorted(r["throughput_bps"] for r in runs)
+        cpu = sorted(r["cpu_s_per_gb"] for r in runs)
+        out[cc] = {
+            "throughput_bps": round(tp[len(tp) // 2]),
+            "cpu_s_per_gb": round(cpu[len(cpu) // 2], 4),
+            "runs": runs,
+        }
+    out["throughput_ratio_paccp_over_reno"] = round(
+        out["paccp"]["throughput_bps"] / out["reno"]["throughput_bps"], 4
+    )
+    out["cpu_per_gb_ratio_paccp_over_reno"] = round(
+        out["paccp"]["cpu_s_per_gb"] / out["reno"]["cpu_s_per_gb"], 4
+    )
+    return out
