@@ -1,9 +1,45 @@
-"""Workload-area commands: ``sweep`` and ``report``. Filled by the workload area."""
+"""Workload-area commands: ``paccp sweep`` (grids of runs, local or Ray, cached) and ``paccp report``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from paccp.errors import UserError
+
+
+def sweep(
+    sweep_file: Path = typer.Argument(..., help="sweep TOML (see README, section workloads)"),
+    out: Path = typer.Option(..., "--out", help="output directory (results and the cache live there)"),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster address (default: local Ray)"),
+    workers: int = typer.Option(2, "--workers", help="parallel points (local pool size / local Ray CPUs)"),
+) -> None:
+    """Run every point of a sweep; finished points are cached in OUT/cache and never recomputed."""
+    from paccp import sweep as sw
+
+    if executor not in ("local", "ray"):
+        raise UserError(f"--executor must be 'local' or 'ray', got {executor!r}")
+    if address is not None and executor != "ray":
+        raise UserError("--address needs --executor ray")
+    name, points = sw.load_sweep(sweep_file)
+    out.mkdir(parents=True, exist_ok=True)
+    results = sw.run_points(points, out, executor=executor, workers=workers, address=address)
+    sw.write_sweep_outputs(name, results, out)
+    cached = sum(1 for r in results if r.get("cached"))
+    typer.echo(f"wrote {out}/summary.json and sweep.csv ({len(results)} points, {cached} from the cache)")
+
+
+def report(directory: Path = typer.Argument(..., help="directory of runs / experiments / sweeps")) -> None:
+    """Write DIR/report.html (self-contained: images embedded) from every summary.json under DIR."""
+    from paccp.report.html import write_report
+
+    path = write_report(directory)
+    typer.echo(f"wrote {path}")
 
 
 def register(app: typer.Typer) -> None:
     """Add ``sweep`` and ``report`` to the root app."""
+    app.command("sweep")(sweep)
+    app.command("report")(report)

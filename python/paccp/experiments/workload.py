@@ -105,7 +105,6 @@ def scenario_dict(
             "hosts_per_leaf": size.hosts_per_leaf,
         },
         "routing": {"kind": "ecmp"},
-        "vms": [],
         "arrivals": [{"workload": workload, "load": load, "stop": f"{stop_ms:g}ms"}],
     }
     if kind == "fbp":
@@ -116,6 +115,7 @@ def scenario_dict(
             ],
         }
         return sc
+    sc["vms"] = []
     for host, role in host_roles(size, kind).items():
         if kind == "rcos":
             theta, omega = (RCOS_THETA if rcos > 1.0 else "0bit", 1.0) if role == "mrg" else ("0bit", 1.0)
