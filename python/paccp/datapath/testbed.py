@@ -108,7 +108,7 @@ class Net:
         self._ifn[node] = n + 1
         return f"e{n}"
 
-    def link(self, a: str, a_addr: str, b: str, b_addr: str) -> tuple[str, str]:
+    def link(self, a: str, a_addr: str, b: str, b_addr: str, no_gso: bool = True) -> tuple[str, str]:
         """A veth pair between nodes a and b with /24 (or given prefix) addresses; returns the if names."""
         ia, ib = self._ifname(a), self._ifname(b)
         _sh(
@@ -132,7 +132,8 @@ class Net:
             self.ip(node, "addr", "add", addr, "dev", ifn)
             self.ip(node, "link", "set", ifn, "up")
             # no TSO/GSO super-packets: realistic per-packet drops at the byte-limited queue
-            _sh(["ip", "-n", self.ns(node), "link", "set", ifn, "gso_max_segs", "1"], check=False)
+            if no_gso:
+                _sh(["ip", "-n", self.ns(node), "link", "set", ifn, "gso_max_segs", "1"], check=False)
         return ia, ib
 
     def shape(self, node: str, ifname: str, rate_bps: int, limit_bytes: int) -> None:
