@@ -1,0 +1,238 @@
+"""The ledger: schema and migrations, append-only usage, idempotent all-or-nothing ingestion, invoices."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from pricing_fixtures import BOOK, T0, H, rec
+from sqlalchemy import text
+from sqlalchemy.exc import DatabaseError
+
+from paccp.errors import UserError
+from paccp.pricing.charging import build_invoice, parse_period
+from paccp.pricing.ledger import MIGRATIONS, Ledger
+from paccp.usage import UsageRecord, write_usage
+
+G = 1_000_000_000
+
+
+def _ledger(tmp_path: Path, model: str = "vbp", tenant: str = "acme") -> Ledger:
+    led = Ledger(str(tmp_path / "ledger.sqlite"))
+    led.add_tenant(tenant, model, BOOK)
+    return led
+
+
+def _invoice(led: Ledger, tenant: str = "acme", period: str = "2026-11") -> dict[str, object]:
+    t = led.tenant(tenant)
+    s, e = parse_period(period)
+    return build_invoice(t.name, t.model, t.book, led.usage(tenant, s, e), period).to_json()
+
+
+def test_schema_versioned_and_migrations_idempotent(tmp_path: Path) -> None:
+    led = Ledger(str(tmp_path / "l.sqlite"))
+    assert led.schema_version() == len(MIGRATIONS) == 2
+    assert Ledger(str(tmp_path / "l.sqlite")).migrate() == 2  # re-opening applies nothing new
+    with led.engine.connect() as conn:
+        versions = [r[0] for r in conn.exec_driver_sql("SELECT version FROM schema_version ORDER BY version")]
+    assert versions == [1, 2]
+
+
+def test_usage_is_append_only(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    led.ingest([rec()])
+    for stmt in ("UPDATE usage SET bytes = 0", "DELETE FROM usage"):
+        with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:
+            conn.execute(text(stmt))
+    assert led.count_usage() == 1
+
+
+def test_ingest_idempotent_and_conflict_rejected(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    first = led.ingest([rec(record_id="a"), rec(record_id="b", vm="vm2")])
+    assert (first.new, first.unchanged) == (2, 0)
+    again = led.ingest([rec(record_id="a"), rec(record_id="b", vm="vm2")])
+    assert (again.new, again.unchanged) == (0, 2)
+    with pytest.raises(UserError, match="'a' was already ingested with different content"):
+        led.ingest([rec(record_id="c"), rec(record_id="a", bytes=999)])
+    assert led.count_usage() == 2  # 'c' was not written either: one transaction per file
+    with pytest.raises(UserError, match="appears twice with different content"):
+        led.ingest([rec(record_id="d"), rec(record_id="d", bytes=5)])
+
+
+def test_unknown_tenant_rejected_nothing_written(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    with pytest.raises(UserError, match="unknown tenant 'zed'"):
+        led.ingest([rec(record_id="a"), rec(record_id="b", tenant="zed")])
+    assert led.count_usage() == 0
+
+
+def test_tenant_re_add(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    assert led.add_tenant("acme", "vbp", BOOK) is False
+    with pytest.raises(UserError, match="different model or book"):
+        led.add_tenant("acme", "fbp", BOOK)
+    with pytest.raises(UserError, match="no \\[softbw\\] section"):
+        led.add_tenant("x", "softbw", BOOK.split("[softbw]")[0])
+
+
+def test_vbp_split_flows_charge_the_vm_pair(tmp_path: Path) -> None:
+    """An MRG VM (5 Gb/s, 2): flow A alone for 1 h, then A and B share (2.5 Gb/s, 1) each for 1 h.
+
+    Every piece sums to the VM's pair, so it is 2 VM-hours at 0.10 + 0.06 + 0.20 = 0.36; then 1 h idle
+    (not charged), then a VM-level record of the DS VM2 (0, 2) for 30 min at 0.16.
+    """
+    led = _ledger(tmp_path)
+    mrg = {"cos": "mrg", "vm": "vm1"}
+    led.ingest(
+        [
+            rec(record_id="a0", flow_id="A", theta_bps=5 * G, omega="2", end_ns=T0 + H, **mrg),
+            rec(
+                record_id="a1",
+                flow_id="A",
+                theta_bps=2_500_000_000,
+                start_ns=T0 + H,
+                end_ns=T0 + 2 * H,
+                **mrg,
+            ),
+            rec(
+                record_id="b1",
+                flow_id="B",
+                theta_bps=2_500_000_000,
+                start_ns=T0 + H,
+                end_ns=T0 + 2 * H,
+                **mrg,
+            ),
+            rec(
+                record_id="v2",
+                vm="vm2",
+                flow_id=None,
+                cos="ds",
+                omega="2",
+                start_ns=T0 + 3 * H,
+                end_ns=T0 + 3 * H + H // 2,
+            ),
+        ]
+    )
+    inv = _invoice(led)
+    lines = inv["lines"]
+    assert isinstance(lines, list)
+    assert [
+        (ln["vm"], ln["theta_bps"], ln["omega"], ln["quantity"], ln["unit_price"], ln["amount"])
+        for ln in lines
+    ] == [
+        ("vm1", 5 * G, "2", "2.000000", "0.360000", "0.72"),
+        ("vm2", 0, "2", "0.500000", "0.160000", "0.08"),
+    ]
+    assert inv["total"] == "0.80"
+    assert inv["subtotals"] == {"mrg": "0.72", "ds": "0.08"}
+
+
+def test_fbp_runtime_upgrade_time_sliced(tmp_path: Path) -> None:
+    """Flow f: BE 1 h (add-on 0), DS (0, 2) 30 min (0.032/h), MRG (2.5 Gb/s, 2) 30 min (0.132/h)."""
+    led = _ledger(tmp_path, "fbp")
+    led.ingest(
+        [
+            rec(record_id="s0"),
+            rec(record_id="s1", cos="ds", omega="2", start_ns=T0 + H, end_ns=T0 + 3 * H // 2),
+            rec(
+                record_id="s2",
+                cos="mrg",
+                omega="2",
+                theta_bps=2_500_000_000,
+                start_ns=T0 + 3 * H // 2,
+                end_ns=T0 + 2 * H,
+            ),
+        ]
+    )
+    inv = _invoice(led)
+    assert [(ln["cos"], ln["amount"]) for ln in inv["lines"]] == [
+        ("be", "0.00"),
+        ("ds", "0.02"),
+        ("mrg", "0.07"),
+    ]  # type: ignore[union-attr]
+    assert inv["total"] == "0.09"
+
+
+def test_softbw_charging_rules(tmp_path: Path) -> None:
+    led = _ledger(tmp_path, "softbw")
+    ten_h = 10 * H
+    led.ingest(
+        [
+            # strict B = 2 at r = 5 Gb/s for 10 h: 2 (1.2) 0.05 x 10 = 1.20; x = 3: 3 (0.3) 0.03 x 10 = 0.27
+            rec(record_id="st", flow_id="st", cos="mrg", theta_bps=2 * G, guarantee="strict",
+                end_ns=T0 + ten_h, bytes=5 * G * 36_000 // 8),
+            # dynamic, met: S = 900 GB by T = 1 h -> S/T = 2 Gb/s, r = 2: 2 (1.2) 0.03 = 0.072
+            rec(record_id="dm", flow_id="dm", guarantee="dynamic", bytes=900 * G, deadline_ns=T0 + H,
+                deadline_met=True),
+            # dynamic, missed: not charged
+            rec(record_id="dx", flow_id="dx", guarantee="dynamic", bytes=900 * G, deadline_ns=T0 + H // 2,
+                deadline_met=False),
+            # fair r = 5 Gb/s for 1 h: 5 (0.5) 0.03 = 0.075 -> 0.08
+            rec(record_id="fa", flow_id="fa", guarantee="fair", bytes=5 * G * 3600 // 8),
+            rec(record_id="be", flow_id="be", bytes=10**12),  # best effort: free
+        ]
+    )  # fmt: skip
+    inv = _invoice(led)
+    got = {(ln["flow_id"], ln["description"]): ln["amount"] for ln in inv["lines"]}  # type: ignore[union-attr]
+    assert got == {
+        ("be", "best effort"): "0.00",
+        ("dm", "dynamic"): "0.07",
+        ("dx", "dynamic, deadline missed: not charged"): "0.00",
+        ("fa", "fair share"): "0.08",
+        ("st", "strict"): "1.20",
+        ("st", "above B as fair share"): "0.27",
+    }
+    assert inv["total"] == "1.62"
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"guarantee": "dynamic"}, "needs deadline_ns and deadline_met"),
+        ({"guarantee": "strict"}, "strict guarantee needs theta_bps"),
+        ({"guarantee": "fair", "end_ns": T0}, "zero-length interval"),
+    ],
+)
+def test_softbw_uncharged_records_rejected(tmp_path: Path, kw: dict[str, object], needle: str) -> None:
+    led = _ledger(tmp_path, "softbw")
+    with pytest.raises(UserError, match=needle):
+        led.ingest([rec(record_id="ok"), rec(record_id="bad", **kw)])
+    assert led.count_usage() == 0
+
+
+def test_period_boundary_splits_by_time(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    led.ingest([rec(start_ns=T0 - H, end_ns=T0 + H)])  # 23:00 on Oct 31 to 01:00 on Nov 1
+    assert _invoice(led, period="2026-10")["total"] == "0.10"
+    assert _invoice(led, period="2026-11")["total"] == "0.10"
+    assert _invoice(led, period="2026-12")["total"] == "0.00"
+
+
+def test_invoice_json_and_csv(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    led.ingest([rec(cos="ds", omega="2")])
+    t = led.tenant("acme")
+    s, e = parse_period("2026-11")
+    inv = build_invoice("acme", "vbp", t.book, led.usage("acme", s, e), "2026-11")
+    csv_lines = inv.to_csv().splitlines()
+    assert csv_lines[0].startswith(
+        "vm,flow_id,cos,theta_bps,omega,description,quantity,unit,unit_price,amount"
+    )
+    assert csv_lines[1].endswith(",0.160000,0.16,USD") and csv_lines[-1].endswith(",0.16,USD")
+    assert json.loads(json.dumps(inv.to_json()))["total"] == "0.16"
+    assert isinstance(inv.total, Decimal)
+
+
+def test_parquet_file_ingest(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    path = tmp_path / "u.parquet"
+    recs: list[UsageRecord] = [
+        rec(record_id=f"p{i}", start_ns=T0 + i * H, end_ns=T0 + (i + 1) * H) for i in range(3)
+    ]
+    write_usage(recs, path)
+    assert led.ingest_file(path).new == 3
+    assert led.ingest_file(path).new == 0
+    assert _invoice(led)["total"] == "0.30"
