@@ -291,10 +291,31 @@ def resolve_cgroup(path: str) -> CgroupRef:
     return CgroupRef(cand, rel, os.stat(cand).st_ino)
 
 
+NAMES_FILE = Path(os.environ.get("PACCP_STATE_DIR", "/run/paccp")) / "vm-names.json"
+
+
+def _remember_name(cg: CgroupRef) -> None:
+    """Keep cgroup id -> path after the cgroup is gone, so usage records name the VM stably."""
+    names = _known_names()
+    names[cg.cgid] = cg.rel
+    NAMES_FILE.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = NAMES_FILE.with_suffix(".tmp")
+    tmp.write_text(json.dumps({str(k): v for k, v in names.items()}))
+    tmp.replace(NAMES_FILE)
+
+
+def _known_names() -> dict[int, str]:
+    try:
+        return {int(k): str(v) for k, v in json.loads(NAMES_FILE.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
 def cgroup_paths() -> dict[int, str]:
-    """Map cgroup id -> path relative to the v2 root (walks the tree)."""
+    """Map cgroup id -> path relative to the v2 root (walks the tree; remembered names of removed VMs)."""
     root = cgroup2_root()
-    out = {os.stat(root).st_ino: "/"}
+    out = _known_names()
+    out[os.stat(root).st_ino] = "/"
     for dirpath, _dirs, _files in os.walk(root):
         try:
             out[os.stat(dirpath).st_ino] = "/" + str(Path(dirpath).relative_to(root)).strip(".").strip("/")
@@ -342,6 +363,7 @@ def vm_set(cgroup: str, theta: str | int, omega: float) -> CgroupRef:
     with Maps() as m:
         attach_sockops(cg)
         bpfsys.update(m.fd("paccp_vm_cfg"), U64.pack(cg.cgid), pack_params(theta_bps, om))
+    _remember_name(cg)
     return cg
 
 
@@ -441,6 +463,12 @@ def list_vms(m: Maps) -> list[VmConf]:
     return sorted(out, key=lambda v: v.cgroup)
 
 
+def status_vms() -> list[VmConf]:
+    """Configured VMs with active flow counts and bytes (opens the maps itself)."""
+    with Maps() as m:
+        return list_vms(m)
+
+
 @dataclass(frozen=True)
 class VmConf:
     """A configured VM (cgroup) with its metering counters."""
@@ -519,6 +547,13 @@ def _boot_id() -> str:
         return "noboot"
 
 
+def _boot_epoch_ns() -> int:
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("btime "):
+            return int(line.split()[1]) * 1_000_000_000
+    return time.time_ns() - time.monotonic_ns()
+
+
 def _cos(theta: int, omega: Decimal) -> str:
     if theta > 0:
         return "mrg"
@@ -537,8 +572,9 @@ def usage_records(tenant: str, include_open: bool = False) -> list[Any]:
     if not tenant:
         raise UserError("--tenant is required")
     boot = _boot_id()
-    # monotonic (BPF) -> Unix epoch
-    offset = time.time_ns() - time.monotonic_ns()
+    # monotonic (BPF clock, ns since boot) -> Unix epoch via the boot time (stable across exports; the
+    # boot time has 1 s resolution, so absolute times may be off by < 1 s, durations are exact)
+    offset = _boot_epoch_ns()
     paths = cgroup_paths()
     recs: list[UsageRecord] = []
     with Maps() as m:

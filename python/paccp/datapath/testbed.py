@@ -596,3 +596,20 @@ def run_fig7(
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def setns_net(name: str) -> None:
+    """Move the calling thread into network namespace ``name`` (setns; mounts, hence /sys/fs/bpf, unchanged).
+
+    Unlike ``ip netns exec``, this does not remount /sys, so pinned maps stay reachable.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns({name}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
