@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from paccp.workload import ActiveShareDeadline, SizeClassDeadline, active_at_sta
 MS = 1_000_000
 
 
-def row(cos: str, size: int, start: int, finish: int | None, src: str = "h0") -> dict[str, object]:
+def row(cos: str, size: int, start: int, finish: int | None, src: str = "h0") -> dict[str, Any]:
     return {"cos": cos, "src": src, "size_bytes": size, "start_ns": start, "finish_ns": finish}
 
 

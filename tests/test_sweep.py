@@ -70,10 +70,13 @@ def test_interrupted_sweep_resumes_without_recomputing(tmp_path: Path) -> None:
     assert resumed == [points[2].params, points[3].params]  # only the unfinished ones
     assert [r["cached"] for r in res] == [True, True, False, False]
 
-    again: list[dict[str, Any]] = []
-    res2 = run_points(
-        points, tmp_path, workers=1, progress=False, evaluate_fn=lambda p: again.append(1) or {}
-    )
+    again: list[Point] = []
+
+    def recording(p: Point) -> dict[str, Any]:
+        again.append(p)
+        return evaluate(p)
+
+    res2 = run_points(points, tmp_path, workers=1, progress=False, evaluate_fn=recording)
     assert again == []
     assert _strip(res2) == _strip(res)
 

@@ -32,12 +32,13 @@ import hashlib
 import itertools
 import json
 import os
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from paccp.errors import UserError
 from paccp.metrics import fct_norm_to_be, flow_stats, meet_rates, with_deadlines

@@ -47,14 +47,22 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _img(path: Path) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<figure><img alt="{_esc(path.name)}" src="data:image/png;base64,{data}"><figcaption class="small">{_esc(path.name)}</figcaption></figure>'
+    name = _esc(path.name)
+    return (
+        f'<figure><img alt="{name}" src="data:image/png;base64,{data}">'
+        f'<figcaption class="small">{name}</figcaption></figure>'
+    )
 
 
 def _checks(checks: Sequence[Mapping[str, Any]]) -> str:
     rows = []
     for c in checks:
         holds = c.get("holds")
-        cell = {True: '<span class="yes">yes</span>', False: '<span class="no">no</span>'}.get(holds, "n/a")
+        cell = "n/a"
+        if holds is True:
+            cell = '<span class="yes">yes</span>'
+        elif holds is False:
+            cell = '<span class="no">no</span>'
         rows.append([_esc(c.get("statement", "")), _esc(c.get("paper", "")), _esc(c.get("ours", "")), cell])
     return _table(["statement", "paper", "ours", "holds?"], rows)
 
@@ -110,7 +118,8 @@ def section(summary_path: Path, root: Path) -> str:
     try:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return f"<h2>{_esc(summary_path.parent.relative_to(root))}</h2><p class='no'>unreadable summary.json: {_esc(exc)}</p>"
+        where = _esc(summary_path.parent.relative_to(root))
+        return f"<h2>{where}</h2><p class='no'>unreadable summary.json: {_esc(exc)}</p>"
     rel = summary_path.parent.relative_to(root)
     title = summary.get("title") or summary.get("name") or summary.get("experiment") or str(rel)
     parts = [f"<h2>{_esc(title)}</h2><p class='small'>{_esc(rel) if str(rel) != '.' else '(top level)'}</p>"]
