@@ -223,10 +223,10 @@ def test_non_root_cannot_change_parameters(loaded: None) -> None:
     res = _cli("datapath", "flow", "set", "--port", "5999", "--omega", "2", user="nobody")
     assert res.returncode == 2 and "root" in res.stderr, res.stderr
     # and not by going around the CLI: the pinned maps are root-only
+    path = f"{core.PIN_DIR}/paccp_rules"
     code = (
         "from paccp.datapath import bpfsys\n"
-        "try:\n    bpfsys.obj_get('%s/paccp_rules')\nexcept OSError as e:\n    print('denied', e.errno)\n"
-        % core.PIN_DIR
+        f"try:\n    bpfsys.obj_get({path!r})\nexcept OSError:\n    print('denied')\n"
     )
     res2 = subprocess.run(
         ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", code],
@@ -242,3 +242,12 @@ def test_status_json_cli(loaded: None) -> None:
     res = _cli("datapath", "status", "--json")
     assert res.returncode == 0
     assert json.loads(res.stdout)["loaded"] is True
+
+
+def test_prometheus_exporter_once(loaded: None) -> None:
+    """The exporter's text output carries the per-CoS families (values come from the live maps)."""
+    res = _cli("datapath", "export", "--once", "--interval", "0.2")
+    assert res.returncode == 0, res.stderr
+    for fam in ("paccp_cos_bytes_acked_total", "paccp_cos_rate_bps", "paccp_flows_active"):
+        assert fam in res.stdout, res.stdout
+    assert 'paccp_cos_bytes_acked_total{cos="mrg"}' in res.stdout
