@@ -4,7 +4,8 @@ Benchmarks (each runs in a fresh Python subprocess so that its peak RSS is its o
 
 - ``a``: fig4a at full size (6 x 5 leaf-spine, 240 long-lived flows, paper routing) for 50 ms simulated;
 - ``b``: the 240-host paper leaf-spine with Poisson arrivals of finite flows (WebSearch CDF, ECMP) at 50 %
-  load (offered inter-rack traffic / total leaf-to-spine capacity) for 20 ms simulated.
+  load (offered inter-rack traffic / total leaf-to-spine capacity) for 20 ms simulated;
+- ``c``: the fig8 point (VBP, WebSearch, 80 % load, 240 hosts, >= 50,000 flows; workload area, minutes).
 
 Figures per benchmark: ``events`` (engine events processed), ``events_per_s``, ``sim_s_per_wall_s``,
 ``wall_s`` (the engine run only, not the scenario build), ``peak_rss_mb`` (``ru_maxrss`` of the
@@ -40,9 +41,16 @@ def _websearch() -> dict[str, Any]:
     }
 
 
+def _fig8_point() -> dict[str, Any]:
+    from paccp.experiments.workload import bench_fig8_scenario  # workload area
+
+    return bench_fig8_scenario()
+
+
 BENCHMARKS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "a": ("fig4a_full_50ms", _fig4a),
     "b": ("leafspine240_websearch_load50_20ms", _websearch),
+    "c": ("fig8_vbp_websearch_load80_900ms", _fig8_point),
 }
 
 

@@ -478,6 +478,14 @@ def run_spec(spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: boo
     return summary
 
 
+def bench_fig8_scenario() -> dict[str, Any]:
+    """The ``paccp bench`` workload point: fig8 (VBP, WebSearch) at 80 % load, full paper fabric.
+
+    240 hosts; arrivals for 800 ms (about 56,000 flows), then 100 ms of drain.
+    """
+    return scenario_dict("vbp", "websearch", 0.8, 1, FULL)
+
+
 def _runner(spec: Spec) -> Any:
     def run(opts: ExperimentOptions) -> dict[str, Any]:
         return run_spec(spec, opts)
