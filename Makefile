@@ -42,6 +42,7 @@ build: $(STAMPS)/build
 # --- main job ---------------------------------------------------------------
 demo: build
 	$(PACCP) reproduce fig4a fig4c --out $(DEMO_OUT)
+	$(PACCP) report $(DEMO_OUT)
 
 # --- tests ------------------------------------------------------------------
 test: build test-rust test-py lint
