@@ -78,51 +78,30 @@ def test_tenant_re_add(tmp_path: Path) -> None:
         led.add_tenant("x", "softbw", BOOK.split("[softbw]")[0])
 
 
-def test_vbp_split_flows_charge_the_vm_pair(tmp_path: Path) -> None:
-    """An MRG VM (5 Gb/s, 2): flow A alone for 1 h, then A and B share (2.5 Gb/s, 1) each for 1 h.
+def test_vbp_charges_vm_hours_not_flow_hours(tmp_path: Path) -> None:
+    """An MRG VM (5 Gb/s, 2): flow A alone for 1 h, then A and B together for 1 h (both carry the VM's pair).
 
-    Every piece sums to the VM's pair, so it is 2 VM-hours at 0.10 + 0.06 + 0.20 = 0.36; then 1 h idle
-    (not charged), then a VM-level record of the DS VM2 (0, 2) for 30 min at 0.16.
+    That is 2 VM-hours at 0.10 + 0.06 + 0.20 = 0.36 (not 3 flow-hours); then 1 h idle (not charged), then
+    a VM-level record of the DS VM2 (0, 2) for 30 min at 0.16.
     """
     led = _ledger(tmp_path)
-    mrg = {"cos": "mrg", "vm": "vm1"}
+    mrg = {"cos": "mrg", "vm": "vm1", "theta_bps": 5 * G, "omega": "2"}
     led.ingest(
         [
-            rec(record_id="a0", flow_id="A", theta_bps=5 * G, omega="2", end_ns=T0 + H, **mrg),
-            rec(
-                record_id="a1",
-                flow_id="A",
-                theta_bps=2_500_000_000,
-                start_ns=T0 + H,
-                end_ns=T0 + 2 * H,
-                **mrg,
-            ),
-            rec(
-                record_id="b1",
-                flow_id="B",
-                theta_bps=2_500_000_000,
-                start_ns=T0 + H,
-                end_ns=T0 + 2 * H,
-                **mrg,
-            ),
-            rec(
-                record_id="v2",
-                vm="vm2",
-                flow_id=None,
-                cos="ds",
-                omega="2",
-                start_ns=T0 + 3 * H,
-                end_ns=T0 + 3 * H + H // 2,
-            ),
+            rec(record_id="a", flow_id="A", end_ns=T0 + 2 * H, **mrg),
+            rec(record_id="b", flow_id="B", start_ns=T0 + H, end_ns=T0 + 2 * H, **mrg),
+            rec(record_id="v2", vm="vm2", flow_id=None, cos="ds", omega="2", start_ns=T0 + 3 * H,
+                end_ns=T0 + 3 * H + H // 2),
         ]
-    )
+    )  # fmt: skip
     inv = _invoice(led)
     lines = inv["lines"]
     assert isinstance(lines, list)
-    assert [
+    got = [
         (ln["vm"], ln["theta_bps"], ln["omega"], ln["quantity"], ln["unit_price"], ln["amount"])
         for ln in lines
-    ] == [
+    ]
+    assert got == [
         ("vm1", 5 * G, "2", "2.000000", "0.360000", "0.72"),
         ("vm2", 0, "2", "0.500000", "0.160000", "0.08"),
     ]

@@ -3,10 +3,12 @@
 Every record is first clipped to the invoice period [start, end): a record that straddles a month boundary
 is split in proportion to time (for SoftBW its rate r is unchanged, so its bytes split in proportion too).
 
-- VBP (per VM-hour, by CoS and pair): for each (VM, CoS) the period is cut at every record start and end;
-  in each piece the VM's pair is the sum of the (theta, omega) of its active records (flows of a VM carry
-  (theta/n, omega/n), so the sum is the VM's pair; a VM-level record carries it directly); the piece is
-  charged P(CoS, pair) x hours. Time with no active record is not charged.
+- VBP (per VM-hour, by CoS and pair): every VBP record carries its VM's purchased pair (the simulator writes
+  the VM's pair on each of the VM's flow records; a VM-level record carries it directly). For each
+  (VM, CoS) the period is cut at every record start and end; a piece during which at least one record is
+  active is charged once, P(CoS, pair) x hours, however many flows were active (VM-hours, not flow-hours);
+  should overlapping records disagree, the componentwise largest (theta, omega) is used. Time with no active
+  record is not charged.
 - FBP (add-on per flow time slice): each record is a slice; charged P^s(CoS, theta, omega) x hours. A run-time
   upgrade or downgrade is a new slice with its own pair. BE slices carry an add-on of 0.
 - SoftBW (usage-based): r = 8 x bytes / duration; charged (hourly price at r) x hours, by guarantee kind.
@@ -180,10 +182,11 @@ def charge(records: list[UsageRecord], model: str, book: PriceBook, start_ns: in
                 active = [r for r in recs if r.start_ns <= a and r.end_ns >= b]
                 if not active or b <= a:
                     continue
-                th = sum(r.theta_bps for r in active)
-                om = sum((r.omega for r in active), Decimal(0))
-                price_om = om if om >= 1 else Decimal(1)  # fewer than all flows metered: never below P0
-                per_hour = sum((p for _n, _f, p in linear_terms(sec, cos, th, price_om)), Decimal(0))
+                th = max(r.theta_bps for r in active)  # every record carries the VM's pair
+                om = max(r.omega for r in active)
+                per_hour = sum(
+                    (p for _n, _f, p in linear_terms(sec, cos, th, max(om, Decimal(1)))), Decimal(0)
+                )
                 h = hours(b - a)
                 add(
                     active[0],

@@ -6,8 +6,9 @@ the BE price (VBP: P/P0; FBP: the add-on over its base, P^s/P0^s, the paper's an
 flows the BE mean FCT over the group's mean FCT (inverse mean FCT ratio). A group is flagged when the
 tenant pays more than it gets: price_ratio > perf_ratio x (1 + tolerance).
 
-Under VBP with several flows per VM (long-lived runs), flows are first summed per VM: the VM's pair is
-(sum theta, sum omega) and its performance is the sum of its flows' rates, since VBP sells a VM, not a flow.
+Under VBP (long-lived runs), flows are first summed per VM: VBP sells a VM, not a flow, so a VM's
+performance is the sum of its flows' rates and its pair is the VM's pair, which every flow row of the VM
+carries (``docs/run-dir.md``). A flow without a VM is its own VM.
 
 Calibration (``docs/pricing.md`` has the derivation): with P_DS/P0 = 1 + k (omega - 1) and the measured
 ratio rho, consistency needs k = (rho - 1)/(omega - 1); over several DS groups k is the least-squares fit
@@ -133,9 +134,10 @@ def consistency(
     if tolerance < 0:
         raise UserError("tolerance must not be negative")
     rows = load_flows(run_dir)
-    finished = [r for r in rows if r.get("fct_ns") is not None and r["fct_ns"] > 0]
-    if metric == "auto":
-        metric = "fct" if finished and any(r.get("size_bytes") for r in finished) else "rate"
+    finished = [r for r in rows if r.get("size_bytes") and r.get("fct_ns") is not None and r["fct_ns"] > 0]
+    long_lived = [r for r in rows if not r.get("size_bytes")]
+    if metric == "auto":  # long-lived flows present: compare rates of those; else FCTs of finite flows
+        metric = "rate" if long_lived else "fct"
     if metric not in ("rate", "fct"):
         raise UserError(f"unknown metric {metric!r} (expected auto, rate or fct)")
     units: list[tuple[str, int, Decimal, float]] = []  # (cos, theta, omega, performance)
@@ -143,15 +145,16 @@ def consistency(
     if metric == "fct":
         units = [(r["cos"], int(r["theta_bps"]), _dec(r["omega"]), float(r["fct_ns"])) for r in finished]
     else:
-        live = [r for r in rows if r.get("rate_bps") is not None]
+        live = [r for r in (long_lived or rows) if r.get("rate_bps") is not None]
         if model == "vbp":
             unit = "VM"
             per_vm: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
             for r in live:
-                per_vm[(str(r["vm"]), r["cos"])].append(r)
-            for (_vm, cos), fl in per_vm.items():
-                th = sum(int(f["theta_bps"]) for f in fl)
-                om = sum((_dec(f["omega"]) for f in fl), Decimal(0))
+                vm = r["vm"] if r.get("vm") is not None else f"flow:{r.get('id')}"
+                per_vm[(str(vm), r["cos"])].append(r)
+            for (_vm, cos), fl in per_vm.items():  # each flow row carries its VM's pair
+                th = max(int(f["theta_bps"]) for f in fl)
+                om = max(_dec(f["omega"]) for f in fl)
                 units.append((cos, th, om, sum(float(f["rate_bps"]) for f in fl)))
         else:
             units = [(r["cos"], int(r["theta_bps"]), _dec(r["omega"]), float(r["rate_bps"])) for r in live]
