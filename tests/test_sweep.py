@@ -153,6 +153,8 @@ def test_sweep_file_grid_and_cli(tmp_path: Path, repo: Path) -> None:
         ("[sweep]\nscenario = 'base.toml'\n[grid]\n'topology.leaves' = [0]\n", "leaves"),
         ("[sweep]\nscenario = 'base.toml'\n[grid]\n'arrivals.5.load' = [0.1]\n", "index"),
         ("[sweep\n", "malformed"),
+        ("[sweep]\nscenario = 'base.toml'\n[grid]\nworkload = ['TMP/bad.cdf']\n", "not monotone"),
+        ("[sweep]\nscenario = 'base.toml'\n[grid]\nworkload = ['TMP/nope.cdf']\n", "no such built-in"),
     ],
 )
 def test_bad_sweep_files_are_one_line_errors(
@@ -161,8 +163,9 @@ def test_bad_sweep_files_are_one_line_errors(
     from paccp.scenario import to_toml
 
     (tmp_path / "base.toml").write_text(to_toml(scenario_dict("fbp", "websearch", 0.3, 1, TINY)))
+    (tmp_path / "bad.cdf").write_text("100 0.5\n50 0.7\n1000 1\n")
     sw = tmp_path / "s.toml"
-    sw.write_text(body)
+    sw.write_text(body.replace("TMP", str(tmp_path)))
     with pytest.raises(UserError, match=needle):
         load_sweep(sw)
     code, err = cli_main(["sweep", str(sw), "--out", str(tmp_path / "o")], capsys)

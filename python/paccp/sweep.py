@@ -360,7 +360,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 def load_sweep(path: Path) -> tuple[str, list[Point]]:
     """Read a sweep file and return its name and points (validated)."""
-    from paccp.scenario import parse_scenario
+    from paccp.scenario import parse_scenario, to_engine
 
     doc = _read_toml(path)
     unknown = set(doc) - {"sweep", "grid"}
@@ -393,7 +393,8 @@ def load_sweep(path: Path) -> tuple[str, list[Point]]:
                     apply_param(sc, name, value)
                 apply_param(sc, "seed", seed)
                 params = {**({"scenario": str(base)} if len(bases) > 1 else {}), **combo, "seed": seed}
-                parse_scenario(copy.deepcopy(sc), where=f"{path} point {params}")
+                # full resolution up front: also loads (and validates) workload CDF files
+                to_engine(parse_scenario(copy.deepcopy(sc), where=f"{path} point {params}"))
                 points.append(Point(scenario=sc, params=params, deadline=deadline))
     return str(sw.get("name", path.stem)), points
 
