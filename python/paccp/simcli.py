@@ -56,8 +56,10 @@ def reproduce(
     if seed < 0:
         raise UserError(f"--seed must be >= 0, got {seed}")
     dur = parse_duration_ns(duration) if duration is not None else None
-    if dur is not None and dur <= 0:
-        raise UserError("--duration must be > 0")
+    if dur is not None and dur < 10_000_000:
+        raise UserError(
+            f"--duration must be at least 10ms (rates are measured after a warm-up), got {duration}"
+        )
     for exp_id in experiments:
         opts = ExperimentOptions(out_dir=out, seed=seed, quick=quick, duration_ns=dur)
         registry[exp_id].run(opts)
