@@ -18,3 +18,464 @@ fn two_reno_flows_share_a_dumbbell_fairly_and_fill_it() {
     let ratio = a[0] as f64 / a[1] as f64;
     assert!((0.7..1.43).contains(&ratio), "share ratio {ratio}");
 }
+
+fn rate_share(out: &serde_json::Value) -> Vec<f64> {
+    acked(out).iter().map(|&b| b as f64).collect()
+}
+
+#[test]
+fn reno_run_is_identical_to_paccp_with_theta0_omega1() {
+    let mut s = dumbbell(3, 1_000_000_000, 30);
+    s["flows"] = json!([
+        flow("a", "l0", "r0", 0, 1.0),
+        flow("b", "l1", "r1", 0, 1.0),
+        flow("c", "l2", "r0", 0, 1.0)
+    ]);
+    s["flows"][2]["size_bytes"] = json!(3_000_000);
+    s["duration_ns"] = json!(50_000_000);
+    let paccp = run(&s);
+    s["cc"] = json!({"kind": "reno"});
+    let reno = run(&s);
+    assert!(
+        paccp["stats"]["packets_dropped"].as_u64().unwrap() > 0,
+        "the run must exercise losses"
+    );
+    assert_eq!(paccp, reno);
+}
+
+#[test]
+fn ds_flow_gets_clearly_more_than_be() {
+    let mut s = dumbbell(2, 1_000_000_000, 100);
+    s["duration_ns"] = json!(300_000_000u64);
+    s["flows"] = json!([
+        flow("be", "l0", "r0", 0, 1.0),
+        flow("ds", "l1", "r1", 0, 2.0)
+    ]);
+    let a = rate_share(&run(&s));
+    eprintln!("DS/BE = {}", a[1] / a[0]);
+    assert!(a[1] / a[0] > 1.4, "DS/BE ratio {}", a[1] / a[0]);
+}
+
+#[test]
+fn mrg_flow_stays_above_theta_against_three_be_flows() {
+    let mut s = dumbbell(4, 1_000_000_000, 100);
+    s["duration_ns"] = json!(300_000_000u64);
+    // theta = 0.3 of the bottleneck (fair share 0.25); the optimum gives 0.3 + 0.7 / 4 = 0.475.
+    let theta = 300_000_000u64;
+    s["flows"] = json!([
+        flow("mrg", "l0", "r0", theta, 1.0),
+        flow("b1", "l1", "r1", 0, 1.0),
+        flow("b2", "l2", "r2", 0, 1.0),
+        flow("b3", "l3", "r3", 0, 1.0)
+    ]);
+    s["sampling"] = json!({"interval_ns": 10_000_000, "flows": "all", "cwnd": true});
+    let out = run(&s);
+    let a = rate_share(&out);
+    let mrg_bps = a[0] * 8.0 / 0.3;
+    eprintln!(
+        "MRG {:.0} Mb/s, BE {:?}",
+        mrg_bps / 1e6,
+        a[1..]
+            .iter()
+            .map(|b| b * 8.0 / 0.3 / 1e6)
+            .collect::<Vec<_>>()
+    );
+    // After a 50 ms warm-up the MRG flow's mean rate is above theta, and no 10 ms interval falls far
+    // below it (a loss halves the window; NewReno recovery then repairs one hole per RTT).
+    let mrg = out["samples"]["acked_bytes"][0].as_array().unwrap();
+    let rates: Vec<f64> = mrg
+        .iter()
+        .skip(5)
+        .map(|v| v.as_u64().unwrap() as f64 * 8.0 / 0.01)
+        .collect();
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    eprintln!(
+        "MRG steady mean {mean:.0}, min 10 ms {:.0}",
+        rates.iter().cloned().fold(f64::MAX, f64::min)
+    );
+    assert!(mean > theta as f64, "MRG steady-state mean {mean}");
+    assert!(rates.iter().all(|&r| r > 0.5 * theta as f64), "{rates:?}");
+    assert!(mrg_bps > 0.95 * theta as f64);
+    assert!(a[0] > a[1] && a[0] > a[2] && a[0] > a[3]);
+    // Wmin was sampled and is positive for the MRG flow only.
+    let wmin = out["samples"]["wmin_pkts"].as_array().unwrap();
+    assert!(wmin[0][10].as_f64().unwrap() > 1.0);
+    assert_eq!(wmin[1][10].as_f64().unwrap(), 0.0);
+}
+
+#[test]
+fn finite_flows_complete_exactly_despite_losses_and_timeouts() {
+    let mut s = dumbbell(4, 1_000_000_000, 4);
+    s["duration_ns"] = json!(2_000_000_000u64);
+    let sizes = [1u64, 1460, 1461, 2_000_001];
+    let mut flows = Vec::new();
+    for (i, &sz) in sizes.iter().enumerate() {
+        let mut f = flow(&format!("f{i}"), &format!("l{i}"), "r0", 0, 1.0);
+        f["size_bytes"] = json!(sz);
+        flows.push(f);
+    }
+    let mut big = flow("big", "l3", "r1", 0, 1.0);
+    big["size_bytes"] = json!(5_000_000);
+    flows.push(big);
+    s["flows"] = json!(flows);
+    let out = run(&s);
+    let a = acked(&out);
+    let fin = col(&out, "flows", "finish_ns");
+    for (i, &sz) in sizes.iter().enumerate() {
+        assert_eq!(a[i], sz, "flow {i}");
+        assert!(fin[i].as_u64().is_some(), "flow {i} unfinished");
+    }
+    assert_eq!(a[4], 5_000_000);
+    let rtx: u64 = col(&out, "flows", "retransmits")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let rto: u64 = col(&out, "flows", "timeouts")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    eprintln!("retransmits {rtx}, timeouts {rto}, stats {}", out["stats"]);
+    assert!(rtx > 0);
+    assert!(rto > 0, "the 4-packet buffer should force at least one RTO");
+    assert!(out["stats"]["packets_dropped"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn fbp_change_takes_effect_and_records_acked_bytes() {
+    let mut s = dumbbell(2, 1_000_000_000, 100);
+    s["duration_ns"] = json!(400_000_000u64);
+    let mut up = flow("up", "l0", "r0", 0, 1.0);
+    up["changes"] = json!([{"at_ns": 200_000_000u64, "theta_bps": 0, "omega": 3.0}]);
+    s["flows"] = json!([up, flow("be", "l1", "r1", 0, 1.0)]);
+    s["sampling"] = json!({"interval_ns": 100_000_000u64, "flows": "all", "cwnd": false});
+    let out = run(&s);
+    let smp = &out["samples"]["acked_bytes"];
+    let r = |f: usize, k: usize| smp[f][k].as_u64().unwrap() as f64;
+    let before = r(0, 1) / r(1, 1);
+    let after = r(0, 3) / r(1, 3);
+    eprintln!("ratio before {before:.2}, after {after:.2}");
+    assert!(
+        before < 1.4 && after > 1.8,
+        "before {before}, after {after}"
+    );
+    let rec = out["flows"]["change_acked_bytes"][0][0].as_u64().unwrap() as f64;
+    let first_half = r(0, 0) + r(0, 1);
+    assert!(
+        (rec - first_half).abs() < 0.02 * first_half,
+        "recorded {rec}, sampled {first_half}"
+    );
+    assert_eq!(out["flows"]["omega"][0], json!(1.0));
+}
+
+#[test]
+fn vbp_splits_the_vm_pair_over_active_flows() {
+    let mut s = dumbbell(2, 1_000_000_000, 100);
+    s["duration_ns"] = json!(300_000_000u64);
+    s["vms"] = json!([{"id": "vm0", "host": "l0", "label": "MRG", "theta_bps": 600_000_000u64, "omega": 2.0}]);
+    let mut a = flow("a", "l0", "r0", 0, 1.0);
+    a["vm"] = json!("vm0");
+    let mut b = flow("b", "l0", "r1", 0, 1.0);
+    b["vm"] = json!("vm0");
+    b["size_bytes"] = json!(10_000_000);
+    s["flows"] = json!([a, b, flow("be", "l1", "r1", 0, 1.0)]);
+    s["sampling"] = json!({"interval_ns": 10_000_000, "flows": "all", "cwnd": true});
+    let out = run(&s);
+    let fin = out["flows"]["finish_ns"][1]
+        .as_u64()
+        .expect("finite VBP flow finished") as f64;
+    let k_fin = (fin / 1e7) as usize;
+    assert!(k_fin > 2 && k_fin < 25, "finished at {fin}");
+    // Wmin / srtt is proportional to the flow's theta: compare Wmin before and after the split
+    // change through Wmin * (8 MSS) / theta_share = srtt, which must stay plausible (10 us .. 5 ms).
+    let wmin = out["samples"]["wmin_pkts"][0].as_array().unwrap();
+    let srtt_before = wmin[k_fin - 1].as_f64().unwrap() * 8.0 * 1460.0 / 300e6;
+    let srtt_after = wmin[k_fin + 3].as_f64().unwrap() * 8.0 * 1460.0 / 600e6;
+    eprintln!("implied srtt before {srtt_before:.6}s after {srtt_after:.6}s");
+    for x in [srtt_before, srtt_after] {
+        assert!((50e-6..5e-3).contains(&x), "implied srtt {x}");
+    }
+    // While both VM flows are active their sum is the VM's share; afterwards the long flow alone gets it.
+    let smp = &out["samples"]["acked_bytes"];
+    let r = |f: usize, k: usize| smp[f][k].as_u64().unwrap() as f64 * 8.0 / 0.01;
+    let vm_before = r(0, k_fin - 1) + r(1, k_fin - 1);
+    let vm_after = r(0, k_fin + 5);
+    eprintln!(
+        "VM rate before {:.0} Mb/s after {:.0} Mb/s",
+        vm_before / 1e6,
+        vm_after / 1e6
+    );
+    assert!(vm_before > 550e6 && vm_after > 550e6);
+    assert_eq!(out["flows"]["vm"][0], json!("vm0"));
+}
+
+#[test]
+fn same_input_gives_identical_output() {
+    let mut s = leaf_spine(3, 2, 4, "ecmp");
+    s["duration_ns"] = json!(20_000_000);
+    s["flows"] = json!([flow("x", "h0", "h5", 0, 1.0)]);
+    s["arrivals"] = json!([{"kind": "poisson", "id_prefix": "a-", "rate_per_s": 20000.0, "start_ns": 0,
+        "stop_ns": 15_000_000, "max_flows": null,
+        "sources": ["h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10", "h11"],
+        "destination": "other_leaf", "size_cdf": [[1000.0, 0.0], [10000.0, 0.5], [1000000.0, 1.0]],
+        "cos": {"kind": "mix", "classes": [{"label": "BE", "prob": 0.5, "theta_bps": 0, "omega": 1.0},
+                                           {"label": "DS", "prob": 0.5, "theta_bps": 0, "omega": 2.0}]}}]);
+    let a = paccp_sim::run_json(&s.to_string(), None).unwrap();
+    let b = paccp_sim::run_json(&s.to_string(), None).unwrap();
+    assert_eq!(a, b);
+    s["seed"] = json!(2);
+    let c = paccp_sim::run_json(&s.to_string(), None).unwrap();
+    assert_ne!(a, c);
+}
+
+#[test]
+fn poisson_arrivals_follow_the_contract() {
+    let mut s = leaf_spine(3, 2, 4, "ecmp");
+    s["duration_ns"] = json!(300_000_000u64);
+    let sources: Vec<String> = (0..12).map(|i| format!("h{i}")).collect();
+    s["arrivals"] = json!([{"kind": "poisson", "id_prefix": "a-", "rate_per_s": 10000.0, "start_ns": 0,
+        "stop_ns": 200_000_000u64, "max_flows": null, "sources": sources, "destination": "other_leaf",
+        "size_cdf": [[1000.0, 0.0], [3000.0, 1.0]],
+        "cos": {"kind": "mix", "classes": [{"label": "BE", "prob": 0.75, "theta_bps": 0, "omega": 1.0},
+                                           {"label": "DS", "prob": 0.25, "theta_bps": 0, "omega": 2.0}]}}]);
+    let out = run(&s);
+    let ids = col(&out, "flows", "id");
+    let n = ids.len() as f64;
+    // 2000 expected; 5 sigma is about 225.
+    assert!((n - 2000.0).abs() < 225.0, "{n} arrivals");
+    assert_eq!(ids[0], json!("a-0"));
+    let sizes: Vec<u64> = col(&out, "flows", "size_bytes")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(sizes.iter().all(|&x| (1000..=3000).contains(&x)));
+    let mean = sizes.iter().sum::<u64>() as f64 / n;
+    assert!((mean - 2000.0).abs() < 40.0, "mean size {mean}");
+    let ds = col(&out, "flows", "label")
+        .iter()
+        .filter(|l| *l == "DS")
+        .count() as f64
+        / n;
+    assert!((ds - 0.25).abs() < 0.04, "DS share {ds}");
+    let leaf = |h: &serde_json::Value| h.as_str().unwrap()[1..].parse::<u32>().unwrap() / 4;
+    for (a, b) in col(&out, "flows", "src")
+        .iter()
+        .zip(col(&out, "flows", "dst"))
+    {
+        assert_ne!(leaf(a), leaf(b));
+    }
+    assert_eq!(acked(&out), sizes, "every arrival completed exactly");
+}
+
+#[test]
+fn leaf_spine_paper_routes_every_rack_pair_through_the_expected_spine() {
+    let (l, sp, h) = (6u32, 5u32, 2u32);
+    let mut s = leaf_spine(l, sp, h, "leaf_spine_paper");
+    s["duration_ns"] = json!(1_000);
+    let mut flows = Vec::new();
+    for a in 0..l {
+        for b in 0..l {
+            if a != b {
+                flows.push(flow(
+                    &format!("{a}-{b}"),
+                    &format!("h{}", a * h),
+                    &format!("h{}", b * h + 1),
+                    0,
+                    1.0,
+                ));
+            }
+        }
+    }
+    s["flows"] = json!(flows);
+    let out = run(&s);
+    let mut k = 0;
+    for a in 0..l {
+        for b in 0..l {
+            if a == b {
+                continue;
+            }
+            let spine = ((b + l - a) % l) - 1;
+            let want = json!([
+                format!("h{}->leaf{a}", a * h),
+                format!("leaf{a}->spine{spine}"),
+                format!("spine{spine}->leaf{b}"),
+                format!("leaf{b}->h{}", b * h + 1)
+            ]);
+            assert_eq!(out["flows"]["route"][k], want);
+            k += 1;
+        }
+    }
+    // Too few spines is an error naming the field.
+    let bad = leaf_spine(6, 4, 2, "leaf_spine_paper");
+    let e = run_err(&bad);
+    assert!(e.contains("routing.kind") && e.contains("spines"), "{e}");
+}
+
+#[test]
+fn ecmp_spreads_flows_over_spines() {
+    let mut s = leaf_spine(2, 4, 40, "ecmp");
+    s["duration_ns"] = json!(1_000);
+    let flows: Vec<_> = (0..40)
+        .map(|i| {
+            flow(
+                &format!("f{i}"),
+                &format!("h{i}"),
+                &format!("h{}", 40 + i),
+                0,
+                1.0,
+            )
+        })
+        .collect();
+    s["flows"] = json!(flows);
+    let out = run(&s);
+    let mut count = [0u32; 4];
+    for r in col(&out, "flows", "route") {
+        let hop = r[1].as_str().unwrap();
+        let sp: usize = hop.rsplit("spine").next().unwrap().parse().unwrap();
+        count[sp] += 1;
+        assert_eq!(r.as_array().unwrap().len(), 4);
+    }
+    eprintln!("per-spine flows {count:?}");
+    assert!(count.iter().all(|&c| (3..=20).contains(&c)), "{count:?}");
+}
+
+#[test]
+fn explicit_topology_expresses_the_testbed() {
+    let mut s = dumbbell(1, 1, 1);
+    let link = |a: &str, b: &str| {
+        json!({"a": a, "b": b, "rate_bps": 1_000_000_000u64, "delay_ns": 5_000,
+                                          "buffer": {"packets": 100}})
+    };
+    let mut nodes = vec![json!({"name": "spine", "kind": "switch"})];
+    let mut links = Vec::new();
+    for l in 1..=3 {
+        nodes.push(json!({"name": format!("leaf{l}"), "kind": "switch"}));
+        links.push(link(&format!("leaf{l}"), "spine"));
+    }
+    for v in 1..=9 {
+        nodes.push(json!({"name": format!("vm{v}"), "kind": "host"}));
+        links.push(link(&format!("vm{v}"), &format!("leaf{}", (v - 1) / 3 + 1)));
+    }
+    s["topology"] =
+        json!({"kind": "explicit", "nodes": nodes, "links": links, "nic_buffer": {"packets": 100}});
+    s["duration_ns"] = json!(200_000_000u64);
+    let classes = [(0u64, 1.0), (0, 2.0), (400_000_000, 2.0)];
+    let flows: Vec<_> = (1..=9u32)
+        .map(|i| {
+            let (t, o) = classes[((i - 1) % 3) as usize];
+            flow(
+                &format!("f{i}"),
+                &format!("vm{i}"),
+                &format!("vm{}", (i + 2) % 9 + 1),
+                t,
+                o,
+            )
+        })
+        .collect();
+    s["flows"] = json!(flows);
+    s["sampling"] = json!({"interval_ns": 10_000_000, "flows": "all", "cwnd": false});
+    let out = run(&s);
+    let smp = out["samples"]["acked_bytes"].as_array().unwrap();
+    let per_interval: Vec<u64> = (0..20)
+        .map(|k| smp.iter().map(|r| r[k].as_u64().unwrap()).sum::<u64>() * 8 / 10_000)
+        .collect();
+    eprintln!("total Mb/s per 10 ms {per_interval:?}");
+    assert_eq!(
+        out["flows"]["route"][0],
+        json!(["vm1->leaf1", "leaf1->spine", "spine->leaf2", "leaf2->vm4"])
+    );
+    let a = acked(&out);
+    let total: u64 = a.iter().sum();
+    // Each spine->leaf downlink carries 3 flows at 1 Gb/s (capacity 3 x 1 Gb/s x 0.2 s in total). The
+    // bound is loose: the MRG flows' 5x slow start below Wmin causes burst losses that NewReno repairs one
+    // hole per RTT (see the engine README section).
+    let cap = 3.0 * 1e9 * 0.2 / 8.0 * 1460.0 / 1500.0;
+    eprintln!(
+        "testbed per-flow Mb/s {:?}",
+        a.iter()
+            .map(|&b| b as f64 * 8.0 / 0.2 / 1e6)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        total as f64 > 0.7 * cap,
+        "utilisation {}",
+        total as f64 / cap
+    );
+    let tx = col(&out, "channels", "tx_bytes");
+    let names = col(&out, "channels", "name");
+    for l in 1..=3 {
+        let i = names
+            .iter()
+            .position(|n| *n == json!(format!("spine->leaf{l}")))
+            .unwrap();
+        assert!(
+            tx[i].as_u64().unwrap() as f64 > 0.7 * 1e9 * 0.2 / 8.0,
+            "spine->leaf{l} under-used"
+        );
+    }
+    // Unknown node in a link names the field.
+    s["topology"]["links"][0]["a"] = json!("nope");
+    let e = run_err(&s);
+    assert!(
+        e.contains("topology.links[0].a") && e.contains("unknown node 'nope'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn delayed_ack_halves_the_acks_and_still_delivers() {
+    // A buffer large enough for no loss: every segment arrives in order.
+    let mut s = dumbbell(1, 1_000_000_000, 5000);
+    s["duration_ns"] = json!(100_000_000);
+    let mut f = flow("f", "l0", "r0", 0, 1.0);
+    f["size_bytes"] = json!(3_000_001);
+    s["flows"] = json!([f]);
+    let plain = run(&s);
+    s["transport"]["delayed_ack"] = json!(true);
+    let delayed = run(&s);
+    let acks = |o: &serde_json::Value| {
+        let names = col(o, "channels", "name");
+        let i = names.iter().position(|n| n == "right->left").unwrap();
+        col(o, "channels", "tx_bytes")[i].as_u64().unwrap() / 40
+    };
+    eprintln!("acks plain {} delayed {}", acks(&plain), acks(&delayed));
+    assert_eq!(acked(&delayed)[0], 3_000_001);
+    assert_eq!(delayed["stats"]["packets_dropped"], json!(0));
+    assert!(
+        acks(&delayed) * 10 < acks(&plain) * 6,
+        "{} vs {}",
+        acks(&delayed),
+        acks(&plain)
+    );
+}
+
+#[test]
+fn bad_input_names_the_field() {
+    let mut s = dumbbell(1, 1_000_000_000, 10);
+    s["flows"] = json!([flow("a", "l0", "r9", 0, 1.0)]);
+    let e = run_err(&s);
+    assert!(
+        e.contains("flows[0].dst") && e.contains("unknown node 'r9'"),
+        "{e}"
+    );
+    s["flows"] = json!([flow("a", "l0", "r0", 0, 0.0)]);
+    assert!(run_err(&s).contains("flows[0].omega"));
+    s["flows"] = json!([flow("a", "l0", "r0", 0, -1.0)]);
+    assert!(run_err(&s).contains("flows[0].omega"));
+    s["flows"] = json!([flow("a", "l0", "l0", 0, 1.0)]);
+    assert!(run_err(&s).contains("flows[0].dst"));
+    s["flows"] = json!([flow("a", "l0", "left", 0, 1.0)]);
+    assert!(run_err(&s).contains("not a host"));
+    s["flows"] = json!([flow("a", "l0", "r0", 0, 1.0), flow("a", "l0", "r0", 0, 1.0)]);
+    assert!(run_err(&s).contains("duplicate flow id"));
+    s["flows"] = json!([]);
+    s["cc"] = json!({"kind": "paccp", "rcos": 0.5});
+    assert!(run_err(&s).contains("cc.rcos"));
+    s["cc"] = json!({"kind": "cubic"});
+    assert!(run_err(&s).contains("cubic"));
+    s["cc"] = json!({"kind": "reno"});
+    s["packet"]["mtu_bytes"] = json!(40);
+    assert!(run_err(&s).contains("packet.mtu_bytes"));
+    s["packet"]["mtu_bytes"] = json!(1500);
+    s["surprise"] = json!(1);
+    assert!(run_err(&s).contains("surprise"));
+}
