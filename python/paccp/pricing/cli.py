@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated
@@ -268,7 +269,7 @@ def ingest_cmd(
     from paccp.pricing.ledger import Ledger
 
     led = Ledger(db)
-    with Progress(transient=True) as prog:
+    with Progress(transient=True, disable=not sys.stdout.isatty()) as prog:
         task = prog.add_task("ingesting", total=len(files))
         for f in files:
             r = led.ingest_file(f)
