@@ -59,6 +59,9 @@ FULL_LOADS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 QUICK_LOADS = (0.3, 0.8)
 RCOS_FULL = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 RCOS_QUICK = (1.0, 3.0)
+RCOS_LOADS_FULL = (0.3, 0.5, 0.7)
+RCOS_LOADS_QUICK = (0.3, 0.7)
+FULL_SEEDS = 3  # seeds opts.seed .. opts.seed + FULL_SEEDS - 1 (quick: one seed)
 
 VBP_PAIRS = {"be": ("0bit", 1.0), "ds": ("0bit", 2.0), "mrg": ("5Gbit", 2.0)}
 FBP_MIX = (("be", 0.6, "0bit", 1.0), ("ds", 0.2, "0bit", 2.0), ("mrg", 0.2, "2.5Gbit", 2.0))
@@ -176,9 +179,9 @@ def build_points(spec: Spec, opts: ExperimentOptions, out: Path) -> list[Point]:
     """The grid of points of an experiment."""
     size = _size(opts)
     loads = QUICK_LOADS if opts.quick else FULL_LOADS
-    seeds = [opts.seed] if opts.quick else [opts.seed, opts.seed + 1, opts.seed + 2]
+    seeds = [opts.seed] if opts.quick else [opts.seed + i for i in range(FULL_SEEDS)]
     workloads = spec.workloads[-1:] if opts.quick else spec.workloads
-    loads_rcos = (0.3, 0.7) if opts.quick else (0.3, 0.5, 0.7)
+    loads_rcos = RCOS_LOADS_QUICK if opts.quick else RCOS_LOADS_FULL
     rcos_values = RCOS_QUICK if opts.quick else RCOS_FULL
     points = []
     for wl in workloads:
