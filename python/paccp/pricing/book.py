@@ -50,6 +50,21 @@ class Rounding(BaseModel):
         """Quantise an exact amount to the book's currency quantum with the book's rounding mode."""
         return amount.quantize(self.quantum, rounding=ROUNDING_MODES[self.mode])
 
+    def allocate(self, exact: list[Decimal]) -> tuple[list[Decimal], Decimal]:
+        """Round the exact total once, then split it over the parts so that they add up to it.
+
+        The total is ``money(sum(exact))``. Each part gets its exact amount rounded down to the quantum; the
+        quanta still missing go, one each, to the parts with the largest remainders (ties: the earlier part).
+        Many sub-cent lines are thus not each rounded to zero (or each up); the parts sum to the total.
+        """
+        total = self.money(sum(exact, Decimal(0)))
+        floors = [e.quantize(self.quantum, rounding=decimal.ROUND_FLOOR) for e in exact]
+        missing = int((total - sum(floors, Decimal(0))) / self.quantum)
+        order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - floors[i]), i))
+        for i in order[: max(missing, 0)]:
+            floors[i] += self.quantum
+        return floors, total
+
 
 class VBPBook(BaseModel):
     """VM-based pricing, prices per VM-hour: P_BE = P0, P_DS = P0 + P1(omega-1), P_MRG = ... + P2 theta."""

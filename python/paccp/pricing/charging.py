@@ -234,16 +234,12 @@ def build_invoice(
     """The invoice of ``records`` (already selected for the tenant) for ``period`` (YYYY-MM)."""
     s, e = parse_period(period)
     lines = charge(records, model, book, s, e)
-    for ln in lines:
-        ln.amount = book.rounding.money(ln.exact_amount)
     lines.sort(key=lambda ln: (ln.vm, ln.flow_id or "", ln.cos, ln.theta_bps, ln.omega, ln.description))
+    amounts, total = book.rounding.allocate([ln.exact_amount for ln in lines])
     subtotals: dict[str, Decimal] = {}
-    for ln in lines:
-        subtotals[ln.cos] = subtotals.get(ln.cos, Decimal(0)) + ln.amount
-    total = sum((ln.amount for ln in lines), Decimal(0))
-    if not isinstance(total, Decimal):  # pragma: no cover
-        total = Decimal(total)
-    total = total.quantize(book.rounding.quantum)
+    for ln, amount in zip(lines, amounts, strict=True):
+        ln.amount = amount
+        subtotals[ln.cos] = subtotals.get(ln.cos, Decimal(0)) + amount
     return Invoice(
         tenant,
         model,

@@ -1,8 +1,8 @@
 """Quotes in both directions: what a (theta, omega) costs, and what a budget buys.
 
 All money is :class:`decimal.Decimal`. Intermediate values are exact (or carried at 50 significant digits
-where a division by 3600 does not terminate); every amount shown is quantised with the book's rounding, and
-a total is the sum of the amounts shown, so a quote always adds up.
+where a division by 3600 does not terminate). A quote's total is its exact price rounded once with the book's
+rounding; the components shown are that total split by largest remainder, so they always add up.
 """
 
 from __future__ import annotations
@@ -187,6 +187,13 @@ def fair(r: Decimal, cap: Decimal, p1: Decimal) -> Decimal:
     return CTX.multiply(CTX.multiply(r, CTX.divide(r, cap)), p1)
 
 
+def _components(
+    bk: PriceBook, terms: list[tuple[str, str, Decimal]], h: Decimal
+) -> tuple[list[Component], Decimal]:
+    amounts, total = bk.rounding.allocate([CTX.multiply(p, h) for _n, _f, p in terms])
+    return [Component(n, f, p, a) for (n, f, p), a in zip(terms, amounts, strict=True)], total
+
+
 def _book(book: PriceBook | None) -> PriceBook:
     return book if book is not None else load_book()[0]
 
@@ -234,13 +241,10 @@ def quote(
         if r < 0:
             raise UserError("rate must not be negative")
         terms = softbw_terms(sec, g, r, theta_bps, size_bytes or 0, deadline_ns or 0)
-        comps = [Component(n, f, p, bk.rounding.money(CTX.multiply(p, h))) for n, f, p in terms]
-        total = sum((c.amount for c in comps), Decimal(0))
+        comps, total = _components(bk, terms, h)
         return Quote(model, cos, theta_bps, om, duration_ns, bk.currency, comps, total, g, r, notes)
     check_pair(cos, theta_bps, om)
-    terms = linear_terms(sec, cos, theta_bps, om)
-    comps = [Component(n, f, p, bk.rounding.money(CTX.multiply(p, h))) for n, f, p in terms]
-    total = sum((c.amount for c in comps), Decimal(0))
+    comps, total = _components(bk, linear_terms(sec, cos, theta_bps, om), h)
     return Quote(model, cos, theta_bps, om, duration_ns, bk.currency, comps, total, notes=notes)
 
 
