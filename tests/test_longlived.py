@@ -126,3 +126,12 @@ def test_same_seed_same_summary(tmp_path: Path) -> None:
         s.pop("wall_s")
         outs.append(s)
     assert outs[0] == outs[1]
+
+
+def test_shipped_paper_scenarios_are_current(tmp_path: Path) -> None:
+    """scenarios/fig4a.toml etc. are what the experiment module generates (regenerate if this fails)."""
+    from paccp.experiments.longlived import write_paper_scenarios
+
+    repo = Path(__file__).resolve().parents[1]
+    for p in write_paper_scenarios(tmp_path):
+        assert p.read_text() == (repo / "scenarios" / p.name).read_text(), p.name
