@@ -40,6 +40,28 @@ def test_schema_versioned_and_migrations_idempotent(tmp_path: Path) -> None:
     assert versions == [1, 2]
 
 
+def test_old_database_is_migrated_in_order(tmp_path: Path) -> None:
+    """A ledger left at version 1 (no append-only triggers) is brought to version 2 on open, data kept."""
+    from sqlalchemy import create_engine
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    eng = create_engine(url)
+    with eng.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at VARCHAR(40))"
+        )
+        MIGRATIONS[0](conn)
+        conn.exec_driver_sql("INSERT INTO schema_version VALUES (1, 'then')")
+        conn.execute(text("INSERT INTO tenant VALUES ('acme', 'vbp', :b, 'x', 'then')"), {"b": BOOK})
+    eng.dispose()
+    led = Ledger(url)
+    assert led.schema_version() == 2
+    assert led.tenant("acme").model == "vbp"
+    led.ingest([rec()])
+    with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:
+        conn.execute(text("DELETE FROM usage"))
+
+
 def test_usage_is_append_only(tmp_path: Path) -> None:
     led = _ledger(tmp_path)
     led.ingest([rec()])
