@@ -251,3 +251,30 @@ def test_prometheus_exporter_once(loaded: None) -> None:
     for fam in ("paccp_cos_bytes_acked_total", "paccp_cos_rate_bps", "paccp_flows_active"):
         assert fam in res.stdout, res.stdout
     assert 'paccp_cos_bytes_acked_total{cos="mrg"}' in res.stdout
+
+
+def test_sigterm_removes_everything(loaded: None, tmp_path: Path) -> None:
+    """A testbed interrupted mid-run (SIGTERM) removes its namespaces, cgroups and iperf3 processes."""
+    import signal
+
+    before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+    cmd = [PACCP, "testbed", "dumbbell", "--flows", "be,ds", "--rate", "50Mbit", "--duration", "30s"]
+    p = subprocess.Popen([*cmd, "--out", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    mine: set[str] = set()
+    for _ in range(100):  # wait until the run has built its namespaces
+        time.sleep(0.1)
+        mine = (
+            set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+            - before
+        )
+        if len([n for n in mine if n.endswith("-d1")]) == 1:
+            break
+    time.sleep(2)
+    assert mine, "the testbed did not start"
+    run_id = next(iter(mine)).split("-")[0]
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) != 0
+    now = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert run_id not in now
+    assert not (core.cgroup2_root() / f"paccp-{run_id}").exists()
+    assert run_id not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
