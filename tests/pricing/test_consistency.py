@@ -71,9 +71,18 @@ def test_vbp_sums_a_vms_flows(tmp_path: Path, book: PriceBook) -> None:
 def test_finite_flows_use_inverse_mean_fct(tmp_path: Path, book: PriceBook) -> None:
     rows = [flow(i, "be", 0, 1, None, size_bytes=10**6, fct_ns=10_000_000 + i) for i in range(3)]
     rows += [flow(10, "ds", 0, 2, None, size_bytes=10**6, fct_ns=6_250_001)]
+    rows += [
+        flow(20 + i, "be", 0, 1, None, size_bytes=10**4, fct_ns=100_000, size_class="small") for i in range(2)
+    ]
+    rows += [flow(30, "ds", 0, 2, None, size_bytes=10**4, fct_ns=80_000, size_class="small")]
+    for r in rows[:4]:
+        r["size_class"] = "medium"
     rep = consistency(run_dir(tmp_path, rows), book, "vbp")
     ds = next(g for g in rep.groups if g.cos == "ds")
-    assert rep.metric == "fct" and ds.perf_ratio == pytest.approx(1.6, rel=1e-6) and not ds.flagged
+    # overall: mean BE FCT (3 x ~10 ms + 2 x 0.1 ms) / 5 over mean DS FCT (6.25 ms + 0.08 ms) / 2
+    assert rep.metric == "fct" and ds.perf_ratio == pytest.approx((30.2e6 / 5) / (6.33e6 / 2), rel=1e-5)
+    assert ds.by_size == {"small": pytest.approx(1.25), "medium": pytest.approx(1.6, rel=1e-6)}
+    assert not ds.flagged  # price 1.6 < perf 1.908
 
 
 def test_calibrate_recovers_k_and_m(tmp_path: Path, book: PriceBook) -> None:

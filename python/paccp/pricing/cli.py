@@ -163,15 +163,21 @@ def _ratio_table(rep: object, currency: str) -> Table:
 
     assert isinstance(rep, Consistency)
     t = Table(title=f"price vs performance, {rep.model.upper()}, per {rep.unit}, metric {rep.metric}")
-    for col in ("cos", "theta", "omega", "n", "performance", "price/BE", "perf/BE", "verdict"):
-        t.add_column(col, justify="right" if col not in ("cos", "verdict") else "left")
+    cols = ["cos", "theta", "omega", "n", "performance", "price/BE", "perf/BE", "verdict"]
+    if rep.metric == "fct":
+        cols.insert(7, "perf/BE by size")
+    for col in cols:
+        t.add_column(col, justify="right" if col not in ("cos", "verdict", "perf/BE by size") else "left")
     for g in rep.groups:
         perf = format_rate(g.performance) if rep.metric == "rate" else f"{g.performance / 1e6:.3f} ms FCT"
         verdict = "[red]pays more than it gets[/red]" if g.flagged else "ok"
-        t.add_row(
+        row = [
             g.cos, format_rate(g.theta_bps), str(g.omega), str(g.n), perf,
             f"{g.price_ratio:.3f}", f"{g.perf_ratio:.3f}", verdict,
-        )  # fmt: skip
+        ]  # fmt: skip
+        if rep.metric == "fct":
+            row.insert(7, " ".join(f"{k} {v:.2f}" for k, v in g.by_size.items()))
+        t.add_row(*row)
     return t
 
 

@@ -19,7 +19,7 @@ rho - 1 - k (omega - 1) = m theta[Gb/s].
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -43,10 +43,12 @@ class Group:
     price_ratio: float
     perf_ratio: float
     flagged: bool
+    by_size: dict[str, float] = field(default_factory=dict)  # fct metric: perf ratio per size class
 
     def to_json(self) -> dict[str, Any]:
         """JSON-friendly dict."""
         return {
+            "by_size_class": self.by_size,
             "cos": self.cos,
             "theta_bps": self.theta_bps,
             "omega": format(self.omega, "f"),
@@ -174,8 +176,22 @@ def consistency(
         perf = _mean(groups[key])
         ratio = perf / base if metric == "rate" else (base / perf if perf > 0 else float("inf"))
         pr = float(price_ratio(book, model, cos, th, om))
-        out.append(Group(cos, th, om, len(groups[key]), perf, pr, ratio, pr > ratio * (1 + tolerance)))
+        by_size: dict[str, float] = {}
+        if metric == "fct":  # the same comparison within each size class (the mix of sizes differs by CoS)
+            for sc in ("small", "medium", "big"):
+                mine = [float(r["fct_ns"]) for r in finished if _key(r) == key and r.get("size_class") == sc]
+                ref = [
+                    float(r["fct_ns"]) for r in finished if _key(r) == base_key and r.get("size_class") == sc
+                ]
+                if mine and ref:
+                    by_size[sc] = _mean(ref) / _mean(mine)
+        flagged = pr > ratio * (1 + tolerance)
+        out.append(Group(cos, th, om, len(groups[key]), perf, pr, ratio, flagged, by_size))
     return Consistency(str(run_dir), model, metric, unit, tolerance, out)
+
+
+def _key(r: dict[str, Any]) -> tuple[str, int, Decimal]:
+    return (r["cos"], int(r["theta_bps"]), _dec(r["omega"]).normalize())
 
 
 def _dec(v: Any) -> Decimal:
