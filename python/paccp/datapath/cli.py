@@ -199,12 +199,16 @@ def fig7_cmd(
     rate: str = typer.Option("1Gbit", help="bottleneck rate of every leaf-spine link"),
     duration: str = typer.Option("30s", help="measurement duration"),
     out: Path = typer.Option(..., "--out", help="output directory (summary.json, iperf3 JSON)"),
+    gso: bool = typer.Option(False, help="keep veth GSO on (cheaper per byte; bursty drops at the bfifo)"),
+    simulate: bool = typer.Option(True, help="also run the simulator on the same topology"),
 ) -> None:
     """Paper Fig. 7: 3 leaves x 1 spine, 9 VMs (BE/DS/MRG), iperf3 flows VM i -> VM i+3."""
     from paccp.datapath import testbed
     from paccp.units import parse_duration_ns, parse_rate_bps
 
-    summary = testbed.run_fig7(parse_rate_bps(rate), parse_duration_ns(duration) / 1e9, out)
+    summary = testbed.run_fig7(
+        parse_rate_bps(rate), parse_duration_ns(duration) / 1e9, out, simulate=simulate, gso=gso
+    )
     _print_json(summary["classes"])
     print(f"summary -> {out / 'summary.json'}")
 
@@ -217,25 +221,32 @@ def dumbbell_cmd(
     rate: str = typer.Option("1Gbit", help="bottleneck rate"),
     duration: str = typer.Option("10s", help="measurement duration"),
     out: Path = typer.Option(Path("out/dumbbell"), "--out", help="output directory"),
+    gso: bool = typer.Option(False, help="keep veth GSO on"),
 ) -> None:
     """A dumbbell: one sender VM (cgroup) per flow, one shaped bottleneck, iperf3 per flow."""
     from paccp.datapath import testbed
     from paccp.units import parse_duration_ns, parse_rate_bps
 
     specs = testbed.parse_flow_specs(flows)
-    res = testbed.run_dumbbell(specs, parse_rate_bps(rate), parse_duration_ns(duration) / 1e9, out)
+    res = testbed.run_dumbbell(specs, parse_rate_bps(rate), parse_duration_ns(duration) / 1e9, out, gso=gso)
     _print_json(res)
 
 
 def bench_datapath_cmd(
     duration: str = typer.Option("5s", help="duration of each iperf3 run"),
     out: str = typer.Option("", help="also write the JSON to this file"),
+    gso: bool = typer.Option(
+        True, help="--no-gso: one ACK per MSS-sized packet (worst case for per-ACK cost)"
+    ),
+    repeats: int = typer.Option(3, help="runs per CC (alternating); medians and best-of are reported"),
 ) -> None:
     """paccp (BE) vs the kernel's reno: one bulk iperf3 flow over veth, throughput and CPU per GB."""
     from paccp.datapath import bench
     from paccp.units import parse_duration_ns
 
-    res = bench.run(parse_duration_ns(duration) / 1e9)
+    if not 1 <= repeats <= 20:
+        raise UserError("--repeats must be in 1..20")
+    res = bench.run(parse_duration_ns(duration) / 1e9, repeats=repeats, gso=gso)
     text = json.dumps(res, indent=1, sort_keys=True)
     print(text)
     if out:

@@ -84,6 +84,7 @@ class Net:
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     cgroups: list[Path] = field(default_factory=list)
     cg_parent: Path | None = None
+    gso: bool = False
     _ifn: dict[str, int] = field(default_factory=dict)
 
     def ns(self, node: str) -> str:
@@ -108,7 +109,7 @@ class Net:
         self._ifn[node] = n + 1
         return f"e{n}"
 
-    def link(self, a: str, a_addr: str, b: str, b_addr: str, no_gso: bool = True) -> tuple[str, str]:
+    def link(self, a: str, a_addr: str, b: str, b_addr: str, no_gso: bool | None = None) -> tuple[str, str]:
         """A veth pair between nodes a and b with /24 (or given prefix) addresses; returns the if names."""
         ia, ib = self._ifname(a), self._ifname(b)
         _sh(
@@ -132,7 +133,7 @@ class Net:
             self.ip(node, "addr", "add", addr, "dev", ifn)
             self.ip(node, "link", "set", ifn, "up")
             # no TSO/GSO super-packets: realistic per-packet drops at the byte-limited queue
-            if no_gso:
+            if (not self.gso) if no_gso is None else no_gso:
                 _sh(["ip", "-n", self.ns(node), "link", "set", ifn, "gso_max_segs", "1"], check=False)
         return ia, ib
 
@@ -351,7 +352,7 @@ def optimum_rates(cap_bps: float, flows: list[FlowSpec]) -> tuple[list[float], s
 
 
 def run_dumbbell(
-    specs: list[FlowSpec], rate_bps: int, duration_s: float, out: Path, omit_s: int = 1
+    specs: list[FlowSpec], rate_bps: int, duration_s: float, out: Path, omit_s: int = 1, gso: bool = False
 ) -> dict[str, Any]:
     """One sender VM (cgroup, own pair) per flow -> router L -(shaped)-> router R -> one receiver each."""
     if rate_bps <= 0:
@@ -360,6 +361,7 @@ def run_dumbbell(
         raise UserError("--duration must be at least 1s")
     out.mkdir(parents=True, exist_ok=True)
     with testbed() as net:
+        net.gso = gso
         net.add_node("L", router=True)
         net.add_node("R", router=True)
         _l_if, _r_if = net.link("L", "10.200.0.1/30", "R", "10.200.0.2/30")
@@ -396,6 +398,7 @@ def run_dumbbell(
         for i, s in enumerate(specs)
     ]
     res = {
+        "gso": gso,
         "rate_bps": rate_bps,
         "duration_s": duration_s,
         "flows": flows,
@@ -514,7 +517,7 @@ def simulate_fig7(rate_bps: int, duration_s: float) -> tuple[dict[str, float] | 
 
 
 def run_fig7(
-    rate_bps: int, duration_s: float, out: Path, omit_s: int = 2, simulate: bool = True
+    rate_bps: int, duration_s: float, out: Path, omit_s: int = 2, simulate: bool = True, gso: bool = False
 ) -> dict[str, Any]:
     """Paper Fig. 7 in namespaces: 3 leaves x 1 spine, 9 VMs, long-lived iperf3 flows VM i -> VM i+3."""
     if rate_bps <= 0:
@@ -525,6 +528,7 @@ def run_fig7(
     pairs = fig7_pairs(rate_bps)
     uplinks: dict[int, str] = {}
     with testbed() as net:
+        net.gso = gso
         net.add_node("spine", router=True)
         for j in (1, 2, 3):
             net.add_node(f"leaf{j}", router=True)
@@ -580,6 +584,7 @@ def run_fig7(
         "duration_s": duration_s,
         "omit_s": omit_s,
         "bottleneck_buffer_bytes": _queue_bytes(rate_bps),
+        "gso": gso,
         "classes": classes,
         "per_vm": per_vm,
         "bottleneck_utilisation": util,
