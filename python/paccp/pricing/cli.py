@@ -61,7 +61,9 @@ def quote_cmd(
     cos: Annotated[str, typer.Option("--cos", help="be, ds or mrg")] = "be",
     theta: Annotated[str, typer.Option("--theta", help="minimum rate, e.g. 5Gbit (SoftBW strict: B)")] = "0",
     omega: Annotated[str, typer.Option("--omega", help="utility weight")] = "1",
-    duration: Annotated[str, typer.Option("--duration", help="e.g. 1h, 30min")] = "1h",
+    duration: Annotated[
+        str | None, typer.Option("--duration", help="e.g. 1h, 30min (default 1h; dynamic: the deadline)")
+    ] = None,
     book: BookOpt = None,
     guarantee: Annotated[
         str | None, typer.Option("--guarantee", help="SoftBW: strict, dynamic, fair or none")
@@ -81,7 +83,7 @@ def quote_cmd(
         cos,
         parse_rate_bps(theta),
         _decimal(omega, "omega"),
-        parse_duration_ns(duration),
+        parse_duration_ns(duration) if duration is not None else None,
         bk,
         guarantee=guarantee,
         rate_bps=parse_rate_bps(rate) if rate is not None else None,
@@ -94,7 +96,7 @@ def quote_cmd(
     what = f"{model.upper()} {cos.upper()} theta={format_rate(q.theta_bps)} omega={q.omega}"
     if q.guarantee:
         what = f"SoftBW {q.guarantee} B={format_rate(q.theta_bps)} r={format_rate(q.rate_bps or 0)}"
-    t = Table(title=f"{what} for {duration} ({bk.name} book)")
+    t = Table(title=f"{what} for {duration or f'{q.duration_ns / 1e9:g} s'} ({bk.name} book)")
     t.add_column("component")
     t.add_column("formula")
     t.add_column(f"per hour ({bk.currency})", justify="right")

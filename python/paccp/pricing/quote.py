@@ -203,7 +203,7 @@ def quote(
     cos: str,
     theta_bps: int = 0,
     omega: Decimal | int | str = 1,
-    duration_ns: int = 3_600_000_000_000,
+    duration_ns: int | None = None,
     book: PriceBook | None = None,
     *,
     guarantee: str | None = None,
@@ -216,9 +216,12 @@ def quote(
     VBP and FBP: the (theta, omega) of ``cos`` for ``duration_ns``. SoftBW: ``guarantee`` (default from the
     CoS: be -> none, ds -> fair, mrg -> strict with B = theta) at achieved rate ``rate_bps`` (default B for
     strict, S/T for dynamic); dynamic needs ``size_bytes`` and ``deadline_ns`` (relative to the start).
+    ``duration_ns`` defaults to one hour, or for a dynamic guarantee to its deadline (so S is charged).
     """
     bk = _book(book)
     om = Decimal(str(omega))
+    if duration_ns is None:  # a dynamic guarantee lasts until its deadline; anything else: one hour
+        duration_ns = deadline_ns if guarantee == "dynamic" and deadline_ns else 3_600_000_000_000
     if duration_ns < 0:
         raise UserError("duration must not be negative")
     h = hours(duration_ns)
