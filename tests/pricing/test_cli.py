@@ -99,3 +99,5 @@ def test_bill_flow(capsys: pytest.CaptureFixture[str], tmp_path: Path, book_file
     assert csv.read_text().splitlines()[-1] == "TOTAL,,,,,,,,,0.26,USD"
     code, out, _ = cli(capsys, *inv)
     assert code == 0 and "TOTAL" in out and "0.26" in out
+    assert "issued revision 1" in cli(capsys, *inv, "--issue")[1]
+    assert "unchanged since issued revision 1" in cli(capsys, *inv, "--issue")[1]

@@ -33,15 +33,15 @@ def _invoice(led: Ledger, tenant: str = "acme", period: str = "2026-11") -> dict
 
 def test_schema_versioned_and_migrations_idempotent(tmp_path: Path) -> None:
     led = Ledger(str(tmp_path / "l.sqlite"))
-    assert led.schema_version() == len(MIGRATIONS) == 2
-    assert Ledger(str(tmp_path / "l.sqlite")).migrate() == 2  # re-opening applies nothing new
+    assert led.schema_version() == len(MIGRATIONS) == 3
+    assert Ledger(str(tmp_path / "l.sqlite")).migrate() == 3  # re-opening applies nothing new
     with led.engine.connect() as conn:
         versions = [r[0] for r in conn.exec_driver_sql("SELECT version FROM schema_version ORDER BY version")]
-    assert versions == [1, 2]
+    assert versions == [1, 2, 3]
 
 
 def test_old_database_is_migrated_in_order(tmp_path: Path) -> None:
-    """A ledger left at version 1 (no append-only triggers) is brought to version 2 on open, data kept."""
+    """A ledger left at version 1 (no append-only triggers, no invoices) is brought up to date, data kept."""
     from sqlalchemy import create_engine
 
     url = f"sqlite:///{tmp_path / 'old.sqlite'}"
@@ -55,7 +55,7 @@ def test_old_database_is_migrated_in_order(tmp_path: Path) -> None:
         conn.execute(text("INSERT INTO tenant VALUES ('acme', 'vbp', :b, 'x', 'then')"), {"b": BOOK})
     eng.dispose()
     led = Ledger(url)
-    assert led.schema_version() == 2
+    assert led.schema_version() == 3
     assert led.tenant("acme").model == "vbp"
     led.ingest([rec()])
     with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:
@@ -250,3 +250,20 @@ def test_parquet_file_ingest(tmp_path: Path) -> None:
     assert led.ingest_file(path).new == 3
     assert led.ingest_file(path).new == 0
     assert _invoice(led)["total"] == "0.30"
+
+
+def test_issued_invoices_are_revisions_never_rewritten(tmp_path: Path) -> None:
+    led = _ledger(tmp_path)
+    led.ingest([rec(record_id="a")])
+
+    def issue() -> tuple[int, bool]:
+        body = _invoice(led)
+        return led.issue("acme", "2026-11", "USD", str(body["total"]), body)
+
+    assert issue() == (1, True)
+    assert issue() == (1, False)  # same content: nothing new
+    led.ingest([rec(record_id="late", vm="vm9")])  # usage for November arriving after the invoice
+    assert issue() == (2, True)
+    assert [(r, tot) for r, tot, _at in led.issued("acme", "2026-11")] == [(1, "0.10"), (2, "0.20")]
+    with pytest.raises(DatabaseError, match="immutable"), led.engine.begin() as conn:
+        conn.execute(text("UPDATE invoice SET total = '0'"))

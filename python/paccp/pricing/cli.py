@@ -292,6 +292,9 @@ def invoice_cmd(
     db: DbOpt = None,
     as_json: JsonOpt = False,
     csv_file: Annotated[Path | None, typer.Option("--csv", help="also write the invoice as CSV")] = None,
+    issue: Annotated[
+        bool, typer.Option("--issue", help="store it as issued (a new revision if changed)")
+    ] = False,
 ) -> None:
     """A tenant's invoice for a month: line items per VM/flow and CoS, totals."""
     from paccp.pricing.charging import build_invoice, parse_period
@@ -306,8 +309,15 @@ def invoice_cmd(
             csv_file.write_text(inv.to_csv(), encoding="utf-8")
         except OSError as exc:
             raise UserError(f"{csv_file}: cannot write ({exc.strerror})") from None
+    note = None
+    if issue:
+        rev, new = led.issue(t.name, period, inv.currency, str(inv.total), inv.to_json())
+        note = f"issued revision {rev}" if new else f"unchanged since issued revision {rev}"
     if as_json:
-        print(json.dumps(inv.to_json(), indent=2))
+        body = inv.to_json()
+        if note is not None:
+            body["issued"] = note
+        print(json.dumps(body, indent=2))
         return
     tab = Table(title=f"invoice {tenant} {period} ({t.model.upper()}, {inv.records} records)")
     cols = (
@@ -333,4 +343,7 @@ def invoice_cmd(
     for cos, sub in inv.subtotals.items():
         tab.add_row("", "", "", "", "", f"subtotal {cos}", "", "", str(sub))
     tab.add_row("", "", "", "", "", "[b]TOTAL[/b]", "", "", f"[b]{inv.total}[/b]")
-    _out().print(tab)
+    con = _out()
+    con.print(tab)
+    if note is not None:
+        con.print(note)

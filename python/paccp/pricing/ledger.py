@@ -11,12 +11,15 @@ ordered list :data:`MIGRATIONS`). Invariants:
   ingesters queue instead of failing); a killed process leaves nothing, and re-running completes it.
 
 Charges are not stored: an invoice is computed from the usage rows and the tenant's stored book snapshot,
-so the same usage always gives the same invoice (see :mod:`paccp.pricing.charging`).
+so the same usage always gives the same invoice (see :mod:`paccp.pricing.charging`). An invoice can be
+*issued* (table ``invoice``): stored immutably with its money as decimal text; if usage for the period
+arrives later, issuing again stores a new revision and never changes the earlier one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -74,8 +77,24 @@ def _m2(conn: Connection) -> None:
         )
 
 
+def _m3(conn: Connection) -> None:
+    """Issued invoices: immutable revisions per (tenant, period); money as decimal text."""
+    conn.exec_driver_sql(
+        "CREATE TABLE invoice (id INTEGER PRIMARY KEY, tenant VARCHAR(128) NOT NULL REFERENCES tenant(name),"
+        " period CHAR(7) NOT NULL, revision INTEGER NOT NULL, currency CHAR(3) NOT NULL,"
+        " total VARCHAR(40) NOT NULL, body_json TEXT NOT NULL, body_sha256 CHAR(64) NOT NULL,"
+        " issued_at VARCHAR(40) NOT NULL, UNIQUE (tenant, period, revision))"
+    )
+    if conn.dialect.name == "sqlite":
+        for op in ("UPDATE", "DELETE"):
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER invoice_no_{op.lower()} BEFORE {op} ON invoice"
+                f" BEGIN SELECT RAISE(ABORT, 'issued invoices are immutable'); END"
+            )
+
+
 #: Ordered migrations; version N is the state after MIGRATIONS[N-1] ran.
-MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2]
+MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2, _m3]
 
 
 def db_url(db: str | None) -> str:
@@ -313,6 +332,49 @@ class Ledger:
             d["deadline_met"] = None if d["deadline_met"] is None else bool(d["deadline_met"])
             out.append(UsageRecord.model_validate(d))
         return out
+
+    def issue(
+        self, tenant: str, period: str, currency: str, total: str, body: dict[str, Any]
+    ) -> tuple[int, bool]:
+        """Store an invoice as issued; return (revision, newly issued).
+
+        Issuing the same content again is a no-op returning the latest revision; if usage arrived for the
+        period since, the new content becomes the next revision (earlier revisions are never changed).
+        """
+        body_json = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(body_json.encode("utf-8")).hexdigest()
+        with self._begin_retry() as conn:
+            row = conn.execute(
+                text(
+                    "SELECT revision, body_sha256 FROM invoice WHERE tenant = :t AND period = :p"
+                    " ORDER BY revision DESC LIMIT 1"
+                ),
+                {"t": tenant, "p": period},
+            ).first()
+            if row is not None and row[1] == digest:
+                return int(row[0]), False
+            rev = 1 if row is None else int(row[0]) + 1
+            conn.execute(
+                text(
+                    "INSERT INTO invoice (tenant, period, revision, currency, total, body_json, body_sha256,"
+                    " issued_at) VALUES (:t, :p, :r, :c, :tot, :b, :h, :at)"
+                ),
+                {"t": tenant, "p": period, "r": rev, "c": currency, "tot": total, "b": body_json, "h": digest,
+                 "at": _now()},
+            )  # fmt: skip
+        return rev, True
+
+    def issued(self, tenant: str, period: str) -> list[tuple[int, str, str]]:
+        """Issued revisions of a tenant's invoice for a period: (revision, total, issued_at)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT revision, total, issued_at FROM invoice WHERE tenant = :t AND period = :p"
+                    " ORDER BY revision"
+                ),
+                {"t": tenant, "p": period},
+            ).all()
+        return [(int(a), str(b), str(c)) for a, b, c in rows]
 
     def count_usage(self) -> int:
         """Number of usage rows."""
