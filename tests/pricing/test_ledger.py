@@ -12,7 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DatabaseError
 
 from paccp.errors import UserError
-from paccp.pricing.charging import build_invoice, parse_period
+from paccp.pricing.book import PriceBook
+from paccp.pricing.charging import build_invoice, charge, parse_period
 from paccp.pricing.ledger import MIGRATIONS, Ledger
 from paccp.usage import UsageRecord, write_usage
 
@@ -267,3 +268,35 @@ def test_issued_invoices_are_revisions_never_rewritten(tmp_path: Path) -> None:
     assert [(r, tot) for r, tot, _at in led.issued("acme", "2026-11")] == [(1, "0.10"), (2, "0.20")]
     with pytest.raises(DatabaseError, match="immutable"), led.engine.begin() as conn:
         conn.execute(text("UPDATE invoice SET total = '0'"))
+
+
+def test_vbp_sweep_matches_minute_by_minute_count(book: PriceBook) -> None:
+    """Random overlapping records of 3 VMs on a minute grid: the sweep equals a brute-force minute count."""
+    import random
+
+    rng = random.Random(7)
+    minute = H // 60
+    pairs = {"vm0": ("be", 0, "1"), "vm1": ("ds", 0, "2"), "vm2": ("mrg", 3 * G, "2")}
+    recs = []
+    for i in range(120):
+        vm = rng.choice(sorted(pairs))
+        cos, th, om = pairs[vm]
+        a = rng.randrange(0, 600)
+        b = a + rng.randrange(0, 90)
+        recs.append(rec(record_id=f"x{i}", vm=vm, flow_id=f"f{i}", cos=cos, theta_bps=th, omega=om,
+                        start_ns=T0 + a * minute, end_ns=T0 + b * minute))  # fmt: skip
+    s, e = parse_period("2026-11")
+    got = {ln.vm: ln.exact_amount for ln in charge(recs, "vbp", book, s, e)}
+    hourly = {
+        "vm0": Decimal("0.10"),
+        "vm1": Decimal("0.16"),
+        "vm2": Decimal("0.10") + Decimal("0.06") + Decimal("0.12"),
+    }
+    for vm in pairs:
+        busy = {
+            m
+            for r in recs
+            if r.vm == vm
+            for m in range((r.start_ns - T0) // minute, (r.end_ns - T0) // minute)
+        }
+        assert got.get(vm, Decimal(0)) == pytest.approx(hourly[vm] * len(busy) / 60, abs=Decimal("1e-20"))

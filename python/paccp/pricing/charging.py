@@ -177,26 +177,39 @@ def charge(records: list[UsageRecord], model: str, book: PriceBook, start_ns: in
         for r in records:
             groups[(r.vm, r.cos)].append(r)
         for (_vm, cos), recs in sorted(groups.items()):
-            cuts = sorted({t for r in recs for t in _clip(r, start_ns, end_ns)})
-            for a, b in itertools.pairwise(cuts):
-                active = [r for r in recs if r.start_ns <= a and r.end_ns >= b]
-                if not active or b <= a:
+            # sweep: +1 at each clipped start, -1 at each clipped end; charge the pieces with an active record
+            events: list[tuple[int, int, int]] = []
+            for k, r in enumerate(recs):
+                a, b = _clip(r, start_ns, end_ns)
+                if b > a:
+                    events += [(a, 1, k), (b, -1, k)]
+            events.sort()
+            active: dict[tuple[int, Decimal], int] = {}  # pair -> number of active records carrying it
+            prices: dict[tuple[int, Decimal], Decimal] = {}
+            for (t, step, k), (t_next, _s, _k) in itertools.pairwise(
+                [*events, (events[-1][0], 0, 0)] if events else []
+            ):
+                pair = (recs[k].theta_bps, recs[k].omega)
+                active[pair] = active.get(pair, 0) + step
+                if active[pair] == 0:
+                    del active[pair]
+                if not active or t_next <= t:
                     continue
-                th = max(r.theta_bps for r in active)  # every record carries the VM's pair
-                om = max(r.omega for r in active)
-                per_hour = sum(
-                    (p for _n, _f, p in linear_terms(sec, cos, th, max(om, Decimal(1)))), Decimal(0)
-                )
-                h = hours(b - a)
+                th = max(p[0] for p in active)  # every record carries the VM's pair (see the docstring)
+                om = max(p[1] for p in active)
+                if (th, om) not in prices:
+                    terms = linear_terms(sec, cos, th, max(om, Decimal(1)))
+                    prices[(th, om)] = sum((p for _n, _f, p in terms), Decimal(0))
+                h = hours(t_next - t)
                 add(
-                    active[0],
+                    recs[k],
                     None,
                     th,
                     om,
                     f"VM-hours at P_{cos.upper()}",
                     "VM-hour",
                     h,
-                    CTX.multiply(per_hour, h),
+                    CTX.multiply(prices[(th, om)], h),
                 )
         return list(lines.values())
     for r in records:
