@@ -62,6 +62,15 @@ pub struct TransportCfg {
     pub delayed_ack_timeout_ns: u64,
     /// Duplicate ACKs that trigger fast retransmit.
     pub dupack_threshold: u32,
+    /// Selective acknowledgements (optional, default false = NewReno recovery): in recovery the sender
+    /// retransmits every hole below the highest SACKed segment, pipe-limited (RFC 6675 style).
+    #[serde(default)]
+    pub sack: bool,
+    /// Host backpressure (optional, default false): a sender does not put a data segment into its full
+    /// NIC queue but waits until the NIC dequeues a packet (like Linux TCP small queues); ACKs and
+    /// retransmissions triggered by ACKs or timers may still be dropped there.
+    #[serde(default)]
+    pub host_backpressure: bool,
 }
 
 /// Congestion control selection.

@@ -48,6 +48,8 @@ struct Pkt {
     seq: u64,
     /// Data: send time (ps); ACK: echoed send time of the segment that triggered it.
     ts: u64,
+    /// ACK only: the data segment that triggered it (the SACK information), `u64::MAX` if none.
+    sack: u64,
 }
 
 /// An event.
@@ -109,6 +111,8 @@ struct Channel {
     tx_bytes: u64,
     drops: u64,
     max_queue_bytes: u64,
+    /// Flows waiting for room in this (host NIC) queue.
+    waiters: Vec<u32>,
 }
 
 /// Runtime state of one flow (sender and receiver).
@@ -142,6 +146,9 @@ struct Flow {
     in_recovery: bool,
     recover: u64,
     inflate: u64,
+    sacked: BTreeSet<u64>,
+    rtx_ptr: u64,
+    blocked: bool,
     srtt_ns: f64,
     rttvar_ns: f64,
     has_rtt: bool,
@@ -215,6 +222,8 @@ pub struct Simulation {
     delayed_ack: bool,
     delack_timeout: u64,
     dupthresh: u32,
+    sack: bool,
+    backpressure: bool,
     cc: Cc,
     net: Network,
     router: Router,
@@ -408,6 +417,7 @@ impl Simulation {
                     tx_bytes: 0,
                     drops: 0,
                     max_queue_bytes: 0,
+                    waiters: Vec::new(),
                 }
             })
             .collect();
@@ -447,6 +457,8 @@ impl Simulation {
             delayed_ack: t.delayed_ack,
             delack_timeout: Ps::from_ns(t.delayed_ack_timeout_ns).0,
             dupthresh: t.dupack_threshold,
+            sack: t.sack,
+            backpressure: t.host_backpressure,
             cc,
             net,
             router,
@@ -707,6 +719,9 @@ impl Simulation {
             in_recovery: false,
             recover: 0,
             inflate: 0,
+            sacked: BTreeSet::new(),
+            rtx_ptr: 0,
+            blocked: false,
             srtt_ns: 0.0,
             rttvar_ns: 0.0,
             has_rtt: false,
@@ -761,7 +776,7 @@ impl Simulation {
                 let f = &self.flows[flow as usize];
                 if f.delack_gen == gen && f.delack_pending > 0 {
                     let ts = f.delack_ts;
-                    self.send_ack(flow, ts);
+                    self.send_ack(flow, ts, u64::MAX);
                 }
             }
             Ev::Sample => self.sample(),
@@ -811,9 +826,20 @@ impl Simulation {
         if next.is_none() {
             c.busy = false;
         }
+        let woken = if c.waiters.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut c.waiters)
+        };
         self.schedule(arrive, Ev::Arrive { pkt });
         if let Some(t) = next {
             self.schedule(t, Ev::TxDone { ch });
+        }
+        for fl in woken {
+            self.flows[fl as usize].blocked = false;
+            if self.flows[fl as usize].finished.is_none() {
+                self.try_send(fl);
+            }
         }
     }
 
@@ -875,12 +901,87 @@ impl Simulation {
             size: payload + self.header as u32,
             seq: seg,
             ts: self.now,
+            sack: u64::MAX,
         };
         let ch = f.route_data[0];
         self.inject(pkt, ch);
     }
 
+    /// With host backpressure: whether the flow's NIC queue can take a full segment; if not, the flow
+    /// is registered as a waiter of the NIC and `false` is returned.
+    fn nic_room(&mut self, flow: u32) -> bool {
+        if !self.backpressure {
+            return true;
+        }
+        let size = self.mss + self.header;
+        let f = &mut self.flows[flow as usize];
+        let ch = f.route_data[0];
+        let c = &mut self.channels[ch as usize];
+        if (c.queue.len() as u64) < c.limit_pkts && c.bytes + size <= c.limit_bytes {
+            return true;
+        }
+        if !f.blocked {
+            f.blocked = true;
+            c.waiters.push(flow);
+        }
+        false
+    }
+
+    /// Segments in the network by the SACK scoreboard: outstanding - SACKed - holes presumed lost
+    /// (below the highest SACKed segment) + holes already retransmitted in this recovery.
+    fn sack_pipe(f: &Flow) -> u64 {
+        let outstanding = f.snd_nxt - f.snd_una;
+        let Some(&high) = f.sacked.last() else {
+            return outstanding;
+        };
+        let s = f.sacked.len() as u64;
+        let holes = high + 1 - f.snd_una - s;
+        let upto = f.rtx_ptr.clamp(f.snd_una, high + 1);
+        let retx = (upto - f.snd_una) - f.sacked.range(..upto).count() as u64;
+        outstanding - s - holes + retx
+    }
+
+    /// SACK recovery: fill the pipe up to cwnd with retransmissions of holes first, then new data.
+    fn try_send_sack_recovery(&mut self, flow: u32) {
+        loop {
+            let f = &mut self.flows[flow as usize];
+            let wnd = f.win.cwnd.floor().max(1.0) as u64;
+            if Self::sack_pipe(f) >= wnd {
+                break;
+            }
+            let high = f.sacked.last().copied().unwrap_or(0);
+            let mut h = f.rtx_ptr.max(f.snd_una);
+            while h < high && f.sacked.contains(&h) {
+                h += 1;
+            }
+            let more = h < high || f.snd_nxt < f.nsegs;
+            if more && !self.nic_room(flow) {
+                break;
+            }
+            let f = &mut self.flows[flow as usize];
+            if h < high {
+                f.rtx_ptr = h + 1;
+                self.send_segment(flow, h);
+            } else if f.snd_nxt < f.nsegs {
+                let seg = f.snd_nxt;
+                f.snd_nxt += 1;
+                f.rtx_ptr = f.rtx_ptr.max(high);
+                self.send_segment(flow, seg);
+            } else {
+                break;
+            }
+        }
+    }
+
     fn try_send(&mut self, flow: u32) {
+        if self.sack && self.flows[flow as usize].in_recovery {
+            self.try_send_sack_recovery(flow);
+            let f = &self.flows[flow as usize];
+            if f.snd_nxt > f.snd_una && f.rto_deadline == 0 {
+                self.arm_rto(flow);
+            }
+            return;
+        }
         loop {
             let f = &self.flows[flow as usize];
             let wnd = (f.win.cwnd.floor().max(1.0) as u64).saturating_add(if f.in_recovery {
@@ -888,10 +989,10 @@ impl Simulation {
             } else {
                 0
             });
-            if f.snd_nxt >= f.nsegs || f.snd_nxt - f.snd_una >= wnd {
+            if f.snd_nxt >= f.nsegs || f.snd_nxt - f.snd_una >= wnd || !self.nic_room(flow) {
                 break;
             }
-            let seg = f.snd_nxt;
+            let seg = self.flows[flow as usize].snd_nxt;
             self.flows[flow as usize].snd_nxt += 1;
             self.send_segment(flow, seg);
         }
@@ -937,6 +1038,8 @@ impl Simulation {
         f.dupacks = 0;
         f.recover = f.high_tx;
         f.snd_nxt = f.snd_una;
+        f.sacked.clear();
+        f.rtx_ptr = 0;
         f.rto = (f.rto.saturating_mul(2)).min(self.max_rto);
         f.rto_deadline = 0;
         self.try_send(flow);
@@ -954,9 +1057,16 @@ impl Simulation {
             return;
         }
         let ack = pkt.seq;
+        let sack = self.sack;
+        if sack && pkt.sack != u64::MAX && pkt.sack >= ack && pkt.sack < f.snd_nxt {
+            f.sacked.insert(pkt.sack);
+        }
         if ack > f.snd_una {
             let newly = ack - f.snd_una;
             f.snd_una = ack;
+            if sack && f.sacked.first().is_some_and(|&x| x < ack) {
+                f.sacked = f.sacked.split_off(&ack);
+            }
             if f.snd_nxt < ack {
                 f.snd_nxt = ack;
             }
@@ -978,7 +1088,7 @@ impl Simulation {
                     f.in_recovery = false;
                     f.inflate = 0;
                     f.win.cwnd = f.win.ssthresh;
-                } else {
+                } else if !sack {
                     f.inflate = f.inflate.saturating_sub(newly) + 1;
                     retransmit = true;
                 }
@@ -1019,6 +1129,7 @@ impl Simulation {
                 f.in_recovery = true;
                 f.inflate = dupthresh as u64;
                 let s = f.snd_una;
+                f.rtx_ptr = s + 1;
                 self.send_segment(flow, s);
                 self.arm_rto(flow);
                 self.try_send(flow);
@@ -1055,11 +1166,11 @@ impl Simulation {
             f.ooo.insert(seg);
         }
         if immediate {
-            self.send_ack(flow, pkt.ts);
+            self.send_ack(flow, pkt.ts, seg);
         }
     }
 
-    fn send_ack(&mut self, flow: u32, ts: u64) {
+    fn send_ack(&mut self, flow: u32, ts: u64, sack: u64) {
         let f = &mut self.flows[flow as usize];
         f.delack_pending = 0;
         f.delack_gen = f.delack_gen.wrapping_add(1);
@@ -1070,6 +1181,7 @@ impl Simulation {
             size: self.ack_bytes as u32,
             seq: f.rcv_nxt,
             ts,
+            sack,
         };
         let ch = f.route_ack[0];
         self.inject(pkt, ch);
