@@ -8,12 +8,15 @@ through ``bpf(2)`` (:mod:`paccp.datapath.bpfsys`); cgroup attachment uses ``bpft
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -131,11 +134,29 @@ def is_loaded() -> bool:
     return CC_NAME in avail and Path(PIN_DIR, "paccp_ops").exists()
 
 
+@contextlib.contextmanager
+def _lock() -> Iterator[None]:
+    """Serialise load/unload between concurrent paccp processes (testbeds started in parallel)."""
+    path = Path(os.environ.get("PACCP_STATE_DIR", "/run/paccp")) / "load.lock"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def load(rcos: float = 3.0) -> bool:
     """Build if needed, register ``paccp`` and pin its maps; return False when it was already loaded."""
     require_env()
     if rcos < 1:
         raise UserError(f"rcos must be >= 1, got {rcos}")
+    with _lock():
+        return _load(rcos)
+
+
+def _load(rcos: float) -> bool:
     ensure_bpffs()
     if is_loaded():
         return False
@@ -187,6 +208,11 @@ def unload() -> bool:
     Returns False when nothing was loaded.
     """
     require_env()
+    with _lock():
+        return _unload()
+
+
+def _unload() -> bool:
     if not Path(PIN_DIR).exists():
         return False
     pinned = str(Path(PIN_DIR, "sockops"))
