@@ -277,12 +277,25 @@ def ingest_cmd(
     from paccp.pricing.ledger import Ledger
 
     led = Ledger(db)
-    with Progress(transient=True, disable=not sys.stdout.isatty()) as prog:
-        task = prog.add_task("ingesting", total=len(files))
+    with Progress(transient=True, disable=not sys.stderr.isatty(), console=Console(stderr=True)) as prog:
         for f in files:
-            r = led.ingest_file(f)
-            prog.console.print(f"{f}: {r.new} new, {r.unchanged} already ingested")
-            prog.advance(task)
+            task = prog.add_task(f"reading {f.name}", total=_count_records(f))
+            r = led.ingest_file(f, lambda n, task=task: prog.update(task, completed=n))  # type: ignore[misc]
+            prog.remove_task(task)
+            print(f"{f}: {r.new} new, {r.unchanged} already ingested", flush=True)
+
+
+def _count_records(path: Path) -> int | None:
+    """Records in a usage file, for the progress bar (None if unknown)."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        with path.open("rb") as fh:
+            return sum(1 for line in fh if line.strip())
+    except Exception:  # the ingest itself reports unreadable files properly
+        return None
 
 
 @bill_app.command("invoice")

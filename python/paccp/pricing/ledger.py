@@ -239,10 +239,17 @@ class Ledger:
         raise UserError(f"unknown tenant {name!r} (add it with: paccp bill tenant add {name} ...)")
 
     # --- usage ---------------------------------------------------------------------------------
-    def ingest_file(self, path: str | Path) -> IngestResult:
-        """Ingest a ``.jsonl``/``.parquet`` usage file in one transaction (all or nothing)."""
+    def ingest_file(self, path: str | Path, progress: Callable[[int], None] | None = None) -> IngestResult:
+        """Ingest a ``.jsonl``/``.parquet`` usage file in one transaction (all or nothing).
+
+        ``progress(n)`` is called with the number of records read and validated so far, every 2000 records.
+        """
         p = Path(path)
-        records = list(read_usage(p))  # validates every record before anything is written
+        records: list[UsageRecord] = []
+        for r in read_usage(p):  # validates every record before anything is written
+            records.append(r)
+            if progress is not None and len(records) % 2000 == 0:
+                progress(len(records))
         file_sha = hashlib.sha256(p.read_bytes()).hexdigest()
         return self.ingest(records, str(p), file_sha)
 
@@ -260,7 +267,9 @@ class Ledger:
             t = tenants.get(r.tenant)
             if t is None:
                 raise UserError(f"{where} record {i} ({r.record_id}): unknown tenant {r.tenant!r}")
-            bk = books.setdefault(t.name, t.book)
+            bk = books.get(t.name)
+            if bk is None:
+                bk = books[t.name] = t.book
             check_chargeable(r, t.model, bk, f"{where} record {i} ({r.record_id})")
             h = _content_hash(r)
             if seen.get(r.record_id, h) != h:
