@@ -577,10 +577,18 @@ impl Simulation {
             }
             check_cdf(&format!("{f}.size_cdf"), &a.size_cdf)?;
             if sim.hosts.len() < 2 {
-                return Err(EngineError::invalid(format!("{f}.destination"), "needs at least two hosts"));
+                return Err(EngineError::invalid(
+                    format!("{f}.destination"),
+                    "needs at least two hosts",
+                ));
             }
-            if a.destination == DestRule::OtherLeaf && sim.net.leaf_spine.is_some_and(|(l, _, _)| l < 2) {
-                return Err(EngineError::invalid(format!("{f}.destination"), "other_leaf needs at least two leaves"));
+            if a.destination == DestRule::OtherLeaf
+                && sim.net.leaf_spine.is_some_and(|(l, _, _)| l < 2)
+            {
+                return Err(EngineError::invalid(
+                    format!("{f}.destination"),
+                    "other_leaf needs at least two leaves",
+                ));
             }
             if a.destination == DestRule::OtherLeaf
                 && !matches!(sc.topology, TopologyCfg::LeafSpine { .. })
