@@ -101,6 +101,8 @@ def test_sigkill_mid_ingest_leaves_nothing_and_rerun_completes(
     assert victim.stderr is not None
     line = victim.stderr.readline()  # the hook prints this after half the rows are inserted, inside the txn
     assert line.startswith("INGEST-MIDWAY"), line
+    # meanwhile readers are not blocked and see none of the uncommitted rows
+    assert invoice(db)["total"] == "0.00" and Ledger(db).count_usage() == 0
     # a second ingester started now must wait for the lock, then do the whole file itself
     waiter = start("bill", "ingest", str(a), "--db", db)
     os.kill(victim.pid, signal.SIGKILL)

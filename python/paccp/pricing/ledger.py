@@ -178,6 +178,8 @@ class Ledger:
     def migrate(self) -> int:
         """Apply the pending migrations, each in its own transaction; return the final version."""
         try:
+            if self.schema_version() >= len(MIGRATIONS):  # up to date: no write lock, so readers never wait
+                return len(MIGRATIONS)
             with self._begin_retry() as conn:
                 conn.exec_driver_sql(
                     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY,"
