@@ -24,6 +24,8 @@ char _license[] SEC("license") = "GPL";
 #define TCP_CONG_NON_RESTRICTED 0x1
 #define PACCP_MIN_CWND_SEG 2 /* floor of the decreased window, as Reno (see README) */
 #define PACCP_MAX_ACK_LOOP 256
+/* VBP: a flow counts as active in its VM once this much was acked and it is cwnd-limited */
+#define PACCP_ACTIVE_BYTES (64 * 1024)
 
 enum paccp_src { SRC_DEFAULT = 0, SRC_VM = 1, SRC_RULE = 2, SRC_SOCKET = 3 };
 enum paccp_kind { KIND_FLOW = 0, KIND_VM = 1 };
@@ -328,8 +330,9 @@ static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 th
 }
 
 /*
- * Count a flow as active in its cgroup (VBP) once it first becomes cwnd-limited, so idle control
- * connections (e.g. iperf3's) do not take a share; it stays counted until it closes (release).
+ * Count a flow as active in its cgroup (VBP) once it has had PACCP_ACTIVE_BYTES acked and is
+ * cwnd-limited, so small control connections (e.g. iperf3's, even at cwnd 1 after a timeout) do not
+ * take a share; it stays counted until it closes (release).
  */
 static __always_inline void count_active(struct paccp_ca *ca)
 {
@@ -395,6 +398,13 @@ void BPF_PROG(paccp_init, struct sock *sk)
 	meta = bpf_sk_storage_get(&paccp_sk_meta, sk, 0, 0);
 	if (meta)
 		ca->cgid = meta->cgid;
+	if (ca->cgid) {
+		/* per-VM metering exists from the first flow on, active or not */
+		struct paccp_vm_state vinit = {};
+		__u64 cgid = ca->cgid;
+
+		bpf_map_update_elem(&paccp_vm_state, &cgid, &vinit, BPF_NOEXIST);
+	}
 	g = bpf_map_lookup_elem(&paccp_global, &zero);
 	if (g)
 		fid = __sync_fetch_and_add(&g->next_flow_id, 1) + 1;
@@ -442,7 +452,7 @@ void BPF_PROG(paccp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	struct ack_loop lc = {};
 	__u32 src, n, cw;
 
-	if (cwnd_limited(sk))
+	if (tp->bytes_acked >= PACCP_ACTIVE_BYTES && cwnd_limited(sk))
 		count_active(ca);
 	src = resolve(sk, ca, &theta, &omega);
 	wmin = wmin_of(sk, theta);

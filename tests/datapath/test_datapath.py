@@ -42,7 +42,7 @@ def test_load_unload_cycle(loaded: None) -> None:
 
 
 def test_ds_gets_more_than_be(loaded: None, tmp_path: Path) -> None:
-    res = testbed.run_dumbbell([FlowSpec("BE", 0, 1.0), FlowSpec("DS", 0, 2.0)], RATE, 4, tmp_path)
+    res = testbed.run_dumbbell([FlowSpec("BE", 0, 1.0), FlowSpec("DS", 0, 2.0)], RATE, 6, tmp_path)
     be, ds = (f["measured_bps"] for f in res["flows"])
     assert ds / be > 1.3, res
     assert res["utilisation"] > 0.85, res

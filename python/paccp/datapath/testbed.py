@@ -267,6 +267,7 @@ def _run_flows(
     omit_s: int,
     probe: Callable[[], dict[str, int]] | None = None,
     probed: dict[str, float] | None = None,
+    snapshot: list[dict[str, Any]] | None = None,
 ) -> dict[str, float]:
     """One iperf3 server per destination, one client per (src, dst_addr, dst, cgroup); return rates."""
     servers = {}
@@ -302,6 +303,9 @@ def _run_flows(
                 raise EnvironmentUnsupported("iperf3 clients did not finish in time")
             prog.update(task, completed=min(duration_s + omit_s, now - t0))
             # bottleneck bytes over the measured window [omit, omit + duration - 0.3 s]
+            if snapshot is not None and not snapshot and now - t0 >= omit_s + duration_s / 2:
+                # the datapath's view mid-run (effective pair, cwnd, Wmin per flow): for diagnosis
+                snapshot.extend(r for r in core.flows_table(sample_s=0) if r["cgroup"])
             if probe is not None and probed is not None:
                 if first is None and now - t0 >= omit_s + 0.3:
                     first = (now, probe())
@@ -381,8 +385,9 @@ def run_dumbbell(
         net.ip("L", "route", "add", "10.202.0.0/16", "via", "10.200.0.2")
         net.ip("R", "route", "add", "10.201.0.0/16", "via", "10.200.0.1")
         tx: dict[str, float] = {}
+        snap: list[dict[str, Any]] = []
         rates = _run_flows(
-            net, pairs, duration_s, out, omit_s, lambda: {"L": net.class_bytes("L", _l_if)}, tx
+            net, pairs, duration_s, out, omit_s, lambda: {"L": net.class_bytes("L", _l_if)}, tx, snap
         )
         util = tx.get("L", 0.0) / rate_bps
     opt, how = optimum_rates(rate_bps, specs)
@@ -398,6 +403,7 @@ def run_dumbbell(
         for i, s in enumerate(specs)
     ]
     res = {
+        "datapath_flows_midrun": snap,
         "gso": gso,
         "rate_bps": rate_bps,
         "duration_s": duration_s,
@@ -554,7 +560,8 @@ def run_fig7(
         def probe() -> dict[str, int]:
             return {f"leaf{j}->spine": net.class_bytes(f"leaf{j}", uplinks[j]) for j in uplinks}
 
-        rates = _run_flows(net, flow_pairs, duration_s, out, omit_s, probe, tx)
+        snap: list[dict[str, Any]] = []
+        rates = _run_flows(net, flow_pairs, duration_s, out, omit_s, probe, tx, snap)
         util = {k: round(v / rate_bps, 4) for k, v in tx.items()}
     per_vm = {
         f"vm{i}": {"class": pairs[i].label, "measured_mbps": round(rates[f"vm{i}"] / 1e6, 2)}
@@ -587,6 +594,7 @@ def run_fig7(
         "gso": gso,
         "classes": classes,
         "per_vm": per_vm,
+        "datapath_flows_midrun": snap,
         "bottleneck_utilisation": util,
         "optimum_by": how,
         "paper_scaled_by": f"rate / 1 Gbit = {scale:g}",
