@@ -224,6 +224,7 @@ pub struct Simulation {
     dupthresh: u32,
     sack: bool,
     backpressure: bool,
+    wake_buf: Vec<u32>,
     cc: Cc,
     net: Network,
     router: Router,
@@ -459,6 +460,7 @@ impl Simulation {
             dupthresh: t.dupack_threshold,
             sack: t.sack,
             backpressure: t.host_backpressure,
+            wake_buf: Vec::new(),
             cc,
             net,
             router,
@@ -840,20 +842,25 @@ impl Simulation {
         if next.is_none() {
             c.busy = false;
         }
-        let woken = if c.waiters.is_empty() {
-            Vec::new()
-        } else {
-            std::mem::take(&mut c.waiters)
-        };
+        // Flows blocked on this NIC queue retry now (the buffers are swapped, never reallocated).
+        let any_waiters = !c.waiters.is_empty();
+        if any_waiters {
+            std::mem::swap(&mut c.waiters, &mut self.wake_buf);
+        }
         self.schedule(arrive, Ev::Arrive { pkt });
         if let Some(t) = next {
             self.schedule(t, Ev::TxDone { ch });
         }
-        for fl in woken {
-            self.flows[fl as usize].blocked = false;
-            if self.flows[fl as usize].finished.is_none() {
-                self.try_send(fl);
+        if any_waiters {
+            let mut woken = std::mem::take(&mut self.wake_buf);
+            for &fl in &woken {
+                self.flows[fl as usize].blocked = false;
+                if self.flows[fl as usize].finished.is_none() {
+                    self.try_send(fl);
+                }
             }
+            woken.clear();
+            self.wake_buf = woken;
         }
     }
 
