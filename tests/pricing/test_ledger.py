@@ -300,3 +300,18 @@ def test_vbp_sweep_matches_minute_by_minute_count(book: PriceBook) -> None:
             for m in range((r.start_ns - T0) // minute, (r.end_ns - T0) // minute)
         }
         assert got.get(vm, Decimal(0)) == pytest.approx(hourly[vm] * len(busy) / 60, abs=Decimal("1e-20"))
+
+
+def test_writers_lock_up_front_readers_do_not(tmp_path: Path) -> None:
+    """A write transaction holds the SQLite write lock from BEGIN; another connection can still read."""
+    import sqlite3
+
+    path = tmp_path / "lock.sqlite"
+    led = Ledger(str(path))
+    led.add_tenant("acme", "vbp", BOOK)
+    with led._begin_retry() as _conn:
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")
+        assert led.tenant("acme").model == "vbp"  # a reader, while the write lock is held
+        other.close()

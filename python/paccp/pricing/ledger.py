@@ -155,13 +155,16 @@ class Ledger:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no upgrade deadlock
+            # Writers take the write lock up front (no lock-upgrade deadlock between two ingesters); readers
+            # (SQLAlchemy autobegins on every connection) start a plain deferred transaction and never wait.
+            write = conn.get_execution_options().get("paccp_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
     def _begin_retry(self) -> Any:
         deadline = time.monotonic() + BUSY_TIMEOUT_S
         while True:
             try:
-                return self.engine.begin()
+                return self.engine.execution_options(paccp_write=True).begin()
             except OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise UserError(f"ledger {self.url}: {exc.orig}") from None
