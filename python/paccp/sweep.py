@@ -203,7 +203,7 @@ def run_points(
         _write_atomic(cache / f"{k}.json", res)
         results[k] = {**res, "cached": False}
 
-    with _bar(progress, len(todo)) as advance:
+    with _Bar(progress, len(todo)) as advance:
         if not todo:
             pass
         elif executor == "ray":
@@ -217,7 +217,7 @@ def run_points(
     return [{**results[k], "key": k} for k in keys]
 
 
-class _bar:
+class _Bar:
     """A rich progress bar over points (or a no-op)."""
 
     def __init__(self, enabled: bool, total: int) -> None:
