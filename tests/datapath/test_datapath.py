@@ -278,3 +278,18 @@ def test_sigterm_removes_everything(loaded: None, tmp_path: Path) -> None:
     assert run_id not in now
     assert not (core.cgroup2_root() / f"paccp-{run_id}").exists()
     assert run_id not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+def test_fig7_small(loaded: None, tmp_path: Path) -> None:
+    """The Fig. 7 topology at a small scale: 13 namespaces, 9 flows, three shaped leaf uplinks."""
+    s = testbed.run_fig7(100_000_000, 4, tmp_path, omit_s=1, simulate=False)
+    assert json.loads((tmp_path / "summary.json").read_text())["classes"] == s["classes"]
+    assert len(s["per_vm"]) == 9 and all(v["measured_mbps"] > 1 for v in s["per_vm"].values()), s["per_vm"]
+    assert len(s["bottleneck_utilisation"]) == 3 and s["checks"]["min_utilisation"] > 0.85, s
+    c = s["classes"]
+    assert (c["BE"]["optimum_mbps"], c["DS"]["optimum_mbps"], c["MRG"]["optimum_mbps"]) == (20.0, 40.0, 40.0)
+    assert c["MRG"]["measured_mbps"] > c["BE"]["measured_mbps"], c
+    assert c["DS"]["measured_mbps"] > c["BE"]["measured_mbps"], c
+    # every VM's data flow ran with its VM's pair (no VBP split: one bulk flow per VM)
+    bulk = [r for r in s["datapath_flows_midrun"] if r["bytes_acked"] > 1_000_000]
+    assert len(bulk) == 9 and {r["omega"] for r in bulk} == {1.0, 2.0}, bulk

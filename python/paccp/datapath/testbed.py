@@ -305,7 +305,10 @@ def _run_flows(
             # bottleneck bytes over the measured window [omit, omit + duration - 0.3 s]
             if snapshot is not None and not snapshot and now - t0 >= omit_s + duration_s / 2:
                 # the datapath's view mid-run (effective pair, cwnd, Wmin per flow): for diagnosis
-                snapshot.extend(r for r in core.flows_table(sample_s=0) if r["cgroup"])
+                mine = f"/paccp-{net.run_id}/"
+                snapshot.extend(
+                    r for r in core.flows_table(sample_s=0) if (r["cgroup"] or "").startswith(mine)
+                )
             if probe is not None and probed is not None:
                 if first is None and now - t0 >= omit_s + 0.3:
                     first = (now, probe())
