@@ -66,9 +66,10 @@ pub struct TransportCfg {
     /// retransmits every hole below the highest SACKed segment, pipe-limited (RFC 6675 style).
     #[serde(default)]
     pub sack: bool,
-    /// Host backpressure (optional, default false): a sender does not put a data segment into its full
-    /// NIC queue but waits until the NIC dequeues a packet (like Linux TCP small queues); ACKs and
-    /// retransmissions triggered by ACKs or timers may still be dropped there.
+    /// Host backpressure (optional, default false): a sender does not put a new data segment into its
+    /// full NIC queue but waits until the NIC dequeues a packet (like Linux TCP small queues), and host
+    /// NIC queues never drop: ACKs and fast retransmissions are always accepted (they may exceed the
+    /// limit by a few packets).
     #[serde(default)]
     pub host_backpressure: bool,
 }

@@ -113,6 +113,8 @@ struct Channel {
     max_queue_bytes: u64,
     /// Flows waiting for room in this (host NIC) queue.
     waiters: Vec<u32>,
+    /// Never drops (a host NIC queue under host backpressure: data is gated before it, see `nic_room`).
+    lossless: bool,
 }
 
 /// Runtime state of one flow (sender and receiver).
@@ -419,6 +421,7 @@ impl Simulation {
                     drops: 0,
                     max_queue_bytes: 0,
                     waiters: Vec::new(),
+                    lossless: t.host_backpressure && net.kinds[c.from as usize] == NodeKind::Host,
                 }
             })
             .collect();
@@ -806,7 +809,7 @@ impl Simulation {
     fn enqueue(&mut self, ch: u32, pkt: Pkt) {
         let now = self.now;
         let c = &mut self.channels[ch as usize];
-        if c.queue.len() as u64 >= c.limit_pkts || c.bytes + pkt.size as u64 > c.limit_bytes {
+        if !c.lossless && (c.queue.len() as u64 >= c.limit_pkts || c.bytes + pkt.size as u64 > c.limit_bytes) {
             c.drops += 1;
             self.packets_dropped += 1;
             self.in_flight -= 1;
