@@ -38,6 +38,7 @@ from paccp.datapath.maps import (
     FlowRec,
     SliceRec,
     VmState,
+    omega_to_q20,
     pack_params,
     q20_to_omega,
 )
@@ -389,8 +390,34 @@ def vm_set(cgroup: str, theta: str | int, omega: float) -> CgroupRef:
     with Maps() as m:
         attach_sockops(cg)
         bpfsys.update(m.fd("paccp_vm_cfg"), U64.pack(cg.cgid), pack_params(theta_bps, om))
+        _close_vm_slice(m, cg.cgid, theta_bps, omega_to_q20(om))
     _remember_name(cg)
     return cg
+
+
+def _close_vm_slice(m: Maps, cgid: int, theta_bps: int, omega_q20: int) -> None:
+    """Close the VM's current (theta, omega) metering slice now and start one at the new pair.
+
+    The BPF side does the same lazily at the VM's next ACK; doing it here also closes slices of VMs with
+    no traffic left. The map value is rewritten from user space, so bytes acked by the VM's flows between
+    the read and the write (a few packets under traffic) can be lost from the VM counter.
+    """
+    key = U64.pack(cgid)
+    raw = bpfsys.lookup(m.fd("paccp_vm_state"), key, VM_STATE.size)
+    if raw is None:
+        return
+    active, pad, nbytes, ptheta, pomega, pad2, since, b0 = VM_STATE.unpack(raw)
+    if (ptheta, pomega) == (theta_bps, omega_q20):
+        return
+    now = time.monotonic_ns()
+    if pomega and now > since:
+        skey = SLICE_KEY.pack(cgid, ptheta, pomega, KIND_VM, since)
+        bpfsys.update(m.fd("paccp_slices"), skey, SLICE.pack(now - since, max(0, nbytes - b0)))
+    bpfsys.update(
+        m.fd("paccp_vm_state"),
+        key,
+        VM_STATE.pack(active, pad, nbytes, theta_bps, omega_q20, pad2, now, nbytes),
+    )
 
 
 def vm_clear(cgroup: str, detach: bool = True) -> bool:
@@ -398,6 +425,7 @@ def vm_clear(cgroup: str, detach: bool = True) -> bool:
     cg = resolve_cgroup(cgroup)
     with Maps() as m:
         existed = bpfsys.delete(m.fd("paccp_vm_cfg"), U64.pack(cg.cgid))
+        _close_vm_slice(m, cg.cgid, 0, Q20)  # the BPF side treats an unconfigured VM as BE (0, 1)
     if detach:
         detach_sockops(cg)
     return existed
