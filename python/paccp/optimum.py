@@ -11,7 +11,7 @@ Algorithm (exact to ~1e-12 relative, not a generic solver):
 1. *Pre-pinning*: a link whose lower bounds use all its capacity pins its flows at theta (and is an
    error if it also carries a flow with theta = 0, whose log utility would be -inf).
 2. *Interior point*: a primal log-barrier Newton method (rates scaled to the largest capacity) follows the
-   central path to t = 1e11; it identifies the tight links and the flows pinned at theta and gives
+   central path to t = 1e10; it identifies the tight links and the flows pinned at theta and gives
    starting link prices p_l = 1 / (t * slack_l).
 3. *Active-set polish*: with T the tight links and P the pinned flows, the KKT conditions say
    x_i = omega_i / q_i (q_i = sum of p_l over the tight links on i's route) for i not in P and
@@ -195,8 +195,24 @@ def _barrier(
     xf = tf + step0
     has_theta = tf > 0
 
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import spsolve
+
+    asp = sp.csr_matrix(af)
+    at = asp.T.tocsr()
+    n_free, n_links = af.shape[1], af.shape[0]
+
+    def newton_step(diag: np.ndarray, s: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        """Solve (diag + A^T S^-2 A) step = -grad: sparse n x n, or Woodbury on m x m when m < n."""
+        if n_links < n_free:
+            dinv_g = grad / diag
+            small = np.diag(s**2) + (af / diag) @ af.T
+            return -(dinv_g - (at @ np.linalg.solve(small, asp @ dinv_g)) / diag)
+        hess = (sp.diags(diag) + at @ sp.diags(1.0 / s**2) @ asp).tocsc()
+        return -np.asarray(spsolve(hess, grad))
+
     def phi(z: np.ndarray, t: float) -> float:
-        s = residual - af @ z
+        s = residual - asp @ z
         d = z - tf
         if (s <= 0).any() or (z <= 0).any() or (d[has_theta] <= 0).any():
             return math.inf
@@ -205,25 +221,32 @@ def _barrier(
     t = 1.0
     while True:
         for _ in range(200):
-            s = residual - af @ xf
+            s = residual - asp @ xf
             d = np.where(has_theta, xf - tf, 1.0)
-            grad = -t * wf / xf + af.T @ (1.0 / s) - np.where(has_theta, 1.0 / d, 0.0)
-            hess = np.diag(t * wf / xf**2 + np.where(has_theta, 1.0 / d**2, 0.0)) + (af.T * (1.0 / s**2)) @ af
-            step = -np.linalg.solve(hess, grad)
+            grad = -t * wf / xf + at @ (1.0 / s) - np.where(has_theta, 1.0 / d, 0.0)
+            diag = t * wf / xf**2 + np.where(has_theta, 1.0 / d**2, 0.0)
+            step = newton_step(diag, s, grad)
             dec = float(-grad @ step)
-            if dec / 2 < 1e-12:
+            if dec / 2 < 1e-10:
                 break
-            alpha, f0 = 1.0, phi(xf, t)
+            # largest step keeping every slack positive, then backtracking (Armijo)
+            alpha = 1.0
+            ds = asp @ step
+            for num, den in ((s, ds), (xf, -step), (d[has_theta], -step[has_theta])):
+                mask = den > 0
+                if mask.any():
+                    alpha = min(alpha, 0.99 * float((num[mask] / den[mask]).min()))
+            f0 = phi(xf, t)
             while phi(xf + alpha * step, t) > f0 - 0.25 * alpha * dec:
                 alpha *= 0.5
                 if alpha < 1e-20:
                     break
             xf = xf + alpha * step
-        if t >= 1e11:
+        if t >= 1e10:
             break
         t *= 20.0
     x[free] = xf
-    return x, 1.0 / (t * (residual - af @ xf))
+    return x, 1.0 / (t * (residual - asp @ xf))
 
 
 def _polish(
