@@ -86,3 +86,13 @@ def test_bad_duration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 def test_missing_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _cli(["run", str(tmp_path / "nope.toml"), "--out", str(tmp_path / "o")], capsys)
     assert code == 2 and "no such scenario file" in err
+
+
+def test_reproduce_quick_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(
+        ["reproduce", "fig4c", "--quick", "--duration", "20ms", "--seed", "2", "--out", str(tmp_path)], capsys
+    )
+    assert code == 0, err
+    assert "fig4c" in out and "normalised utility" in out
+    s = json.loads((tmp_path / "fig4c" / "summary.json").read_text())
+    assert s["seed"] == 2 and s["duration_s"] == 0.02

@@ -149,8 +149,8 @@ def build_scenario(
     }
 
 
-def optimum_on_routes(result: Any) -> tuple[dict[str, float], dict[str, float], opt.Solution]:
-    """Optimum on the engine's routes and channel rates; returns (rates, per-flow omega, solution).
+def optimum_on_routes(result: Any) -> tuple[list[opt.Flow], opt.Solution]:
+    """Optimum on the engine's routes and channel rates; returns (the per-flow problem, its solution).
 
     A VM's pair is split equally over its flows (all long-lived, so always active).
     """
@@ -172,7 +172,7 @@ def optimum_on_routes(result: Any) -> tuple[dict[str, float], dict[str, float], 
         flows.append(opt.Flow(r["id"], tuple(r["route"]), r["theta_bps"] / n, r["omega"] / n))
     links = {ln: float(chan[ln]) for f in flows for ln in f.route}
     sol = opt.solve(opt.Problem(links=links, flows=tuple(flows)))
-    return sol.rates_bps, {f.id: f.omega for f in flows}, sol
+    return flows, sol
 
 
 def _time_below(result: Any, ids: list[str], theta: dict[str, float], warmup_ns: int, end_ns: int) -> float:
@@ -199,14 +199,12 @@ def run_experiment(exp: str, opts: ExperimentOptions) -> dict[str, Any]:
     sc = parse_scenario(spec, where=exp)
     result, wall = run_engine(to_engine(sc), description=f"{exp}{' (quick)' if opts.quick else ''}")
     rates = window_rates(result, sc.run.warmup, sc.run.duration)
-    opt_rates, omegas, sol = optimum_on_routes(result)
+    problem, sol = optimum_on_routes(result)
+    opt_rates = sol.rates_bps
+    omegas = {f.id: f.omega for f in problem}
+    theta_of = {f.id: f.theta_bps for f in problem}  # per-flow pair (a VM's pair split over its flows)
     rows = result.flows.to_pylist()
     label_of = {r["id"]: r["label"] for r in rows}
-    per_vm: dict[str, int] = {}
-    for r in rows:
-        if r["vm"] is not None:
-            per_vm[r["vm"]] = per_vm.get(r["vm"], 0) + 1
-    theta_of = {r["id"]: r["theta_bps"] / (per_vm[r["vm"]] if r["vm"] else 1) for r in rows}
     classes: dict[str, dict[str, Any]] = {}
     for label in PAPER_BPS[exp]:
         ids = [fid for fid, lab in label_of.items() if lab == label]
