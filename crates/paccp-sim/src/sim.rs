@@ -809,7 +809,9 @@ impl Simulation {
     fn enqueue(&mut self, ch: u32, pkt: Pkt) {
         let now = self.now;
         let c = &mut self.channels[ch as usize];
-        if !c.lossless && (c.queue.len() as u64 >= c.limit_pkts || c.bytes + pkt.size as u64 > c.limit_bytes) {
+        if !c.lossless
+            && (c.queue.len() as u64 >= c.limit_pkts || c.bytes + pkt.size as u64 > c.limit_bytes)
+        {
             c.drops += 1;
             self.packets_dropped += 1;
             self.in_flight -= 1;
