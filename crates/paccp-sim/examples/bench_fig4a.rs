@@ -62,20 +62,24 @@ fn main() {
     let wall = t0.elapsed().as_secs_f64();
     let out: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
     let events = out["stats"]["events"].as_u64().unwrap_or(0);
+    // Mean per-class goodput over the second half of the run (the first half is warm-up).
     let mut sums = std::collections::BTreeMap::<String, (f64, u32)>::new();
     let labels = out["flows"]["label"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let acked = out["flows"]["bytes_acked"]
+    let rows = out["samples"]["acked_bytes"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    for (l, b) in labels.iter().zip(acked.iter()) {
+    for (l, row) in labels.iter().zip(rows.iter()) {
+        let row = row.as_array().cloned().unwrap_or_default();
+        let half = &row[row.len() / 2..];
+        let bytes: u64 = half.iter().map(|v| v.as_u64().unwrap_or(0)).sum();
         let e = sums
             .entry(l.as_str().unwrap_or("").to_string())
             .or_default();
-        e.0 += b.as_u64().unwrap_or(0) as f64 * 8.0 / (ms as f64 * 1e-3) / 1e9;
+        e.0 += bytes as f64 * 8.0 / (half.len().max(1) as f64 * 1e-3) / 1e9;
         e.1 += 1;
     }
     let rates: serde_json::Map<String, Value> = sums
