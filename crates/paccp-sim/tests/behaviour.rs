@@ -546,3 +546,18 @@ fn host_backpressure_keeps_data_out_of_a_full_nic_queue() {
     // 10 MB at 1 Gb/s (1460 / 1500 payload) takes 82 ms; with backpressure the link never idles.
     assert!(fin(&bp) < 84_000_000, "{}", fin(&bp));
 }
+
+#[test]
+fn one_byte_flow_takes_exactly_one_store_and_forward_rtt() {
+    let mut s = dumbbell(1, 1_000_000_000, 10);
+    let mut f = flow("f", "l0", "r0", 0, 1.0);
+    f["size_bytes"] = json!(1);
+    f["start_ns"] = json!(1000);
+    s["flows"] = json!([f]);
+    let out = run(&s);
+    // Data (41 B): 32.8 ns + 328 ns + 32.8 ns serialisation; ACK (40 B): 32 + 320 + 32 ns; 2 x 30 us
+    // propagation: 60 777.6 ns after the start.
+    assert_eq!(out["flows"]["finish_ns"][0], json!(1000 + 60_777));
+    assert_eq!(out["stats"]["packets_sent"], json!(2));
+    assert_eq!(out["stats"]["peak_packets_in_flight"], json!(1));
+}
