@@ -9,7 +9,7 @@ Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` /
 
     [run]        seed, duration, warmup, sample_interval, sample_flows, sample_cwnd
     [transport]  mtu, header, ack, init_cwnd, min_rto, initial_rto, max_rto, delayed_ack,
-                 delayed_ack_timeout, dupack_threshold
+                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure
     [cc]         kind = "paccp" | "reno", rcos, min_cwnd
     [topology]   kind = "leaf_spine" | "dumbbell" | "explicit" (+ its fields)
     [routing]    kind = "ecmp" | "leaf_spine_paper"
@@ -123,6 +123,8 @@ class TransportCfg(_M):
     delayed_ack: bool = False
     delayed_ack_timeout: Duration = Field(default=parse_duration_ns("40us"), gt=0)
     dupack_threshold: int = Field(default=3, ge=1)
+    sack: bool = False
+    host_backpressure: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:
@@ -684,6 +686,8 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "delayed_ack": tr.delayed_ack,
             "delayed_ack_timeout_ns": tr.delayed_ack_timeout,
             "dupack_threshold": tr.dupack_threshold,
+            "sack": tr.sack,
+            "host_backpressure": tr.host_backpressure,
         },
         "cc": cc,
         "topology": t,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import tomllib
 import typer
 
 from paccp.errors import UserError
@@ -44,6 +46,11 @@ def reproduce(
     duration: str | None = typer.Option(None, "--duration", help="simulated time per run, e.g. 200ms"),
     seed: int = typer.Option(1, "--seed", help="random seed"),
     quick: bool = typer.Option(False, "--quick", help="scaled-down run (for tests; see the README)"),
+    transport: list[str] = typer.Option(
+        [],
+        "--transport",
+        help="[transport] key=value for every run (repeatable), e.g. --transport sack=true",
+    ),
 ) -> None:
     """Reproduce paper experiments and compare with the paper's numbers and the optimum."""
     from paccp.experiments import ExperimentOptions, load_all
@@ -61,8 +68,24 @@ def reproduce(
             f"--duration must be at least 10ms (rates are measured after a warm-up), got {duration}"
         )
     for exp_id in experiments:
-        opts = ExperimentOptions(out_dir=out, seed=seed, quick=quick, duration_ns=dur)
+        opts = ExperimentOptions(
+            out_dir=out, seed=seed, quick=quick, duration_ns=dur, transport=parse_assignments(transport)
+        )
         registry[exp_id].run(opts)
+
+
+def parse_assignments(items: list[str]) -> dict[str, Any]:
+    """``["sack=true", "min_rto=200us"]`` -> ``{"sack": True, "min_rto": "200us"}`` (TOML or text)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--transport expects KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {value.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = value.strip()
+    return out
 
 
 def register(app: typer.Typer) -> None:

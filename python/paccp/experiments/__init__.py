@@ -7,7 +7,7 @@ An experiment registers itself in :data:`REGISTRY` under the id used by ``paccp 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,9 @@ class ExperimentOptions:
     seed: int = 1
     quick: bool = False
     duration_ns: int | None = None
+    # ``[transport]`` keys applied to every scenario the experiment builds (``--transport KEY=VALUE``),
+    # e.g. {"sack": True}; validated by the scenario schema like a user's file.
+    transport: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,12 @@ def _rate(bps: int) -> str:
 
 
 def build_scenario(
-    exp: str, *, seed: int = 1, quick: bool = False, duration_ns: int | None = None
+    exp: str,
+    *,
+    seed: int = 1,
+    quick: bool = False,
+    duration_ns: int | None = None,
+    transport: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The scenario (TOML-shaped dict) of one experiment."""
     leaves, spines = (3, 2) if quick else (6, 5)
@@ -129,6 +134,7 @@ def build_scenario(
             "sample_interval": "1ms",
             "sample_flows": "long_lived",
         },
+        "transport": dict(transport or {}),
         "cc": {"kind": "paccp", "rcos": 3.0},
         "topology": {
             "kind": "leaf_spine",
@@ -195,7 +201,9 @@ def run_experiment(exp: str, opts: ExperimentOptions) -> dict[str, Any]:
 
     out = opts.out_dir / exp
     out.mkdir(parents=True, exist_ok=True)
-    spec = build_scenario(exp, seed=opts.seed, quick=opts.quick, duration_ns=opts.duration_ns)
+    spec = build_scenario(
+        exp, seed=opts.seed, quick=opts.quick, duration_ns=opts.duration_ns, transport=opts.transport
+    )
     sc = parse_scenario(spec, where=exp)
     result, wall = run_engine(to_engine(sc), description=f"{exp}{' (quick)' if opts.quick else ''}")
     rates = window_rates(result, sc.run.warmup, sc.run.duration)

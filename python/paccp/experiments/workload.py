@@ -89,7 +89,13 @@ def host_roles(size: Size, kind: str) -> dict[str, str]:
 
 
 def scenario_dict(
-    kind: str, workload: str, load: float, seed: int, size: Size, rcos: float = 3.0
+    kind: str,
+    workload: str,
+    load: float,
+    seed: int,
+    size: Size,
+    rcos: float = 3.0,
+    transport: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The scenario (TOML schema of :mod:`paccp.scenario`) of one point; ``kind`` is rcos, vbp or fbp."""
     stop_ms = size.measure_ms
@@ -100,6 +106,7 @@ def scenario_dict(
             "warmup": f"{size.warmup_ms:g}ms",
             "sample_flows": "none",
         },
+        "transport": dict(transport or {}),
         "cc": {"kind": "paccp", "rcos": max(rcos, 1.5)},
         "topology": {
             "kind": "leaf_spine",
@@ -194,7 +201,7 @@ def build_points(spec: Spec, opts: ExperimentOptions, out: Path) -> list[Point]:
                     name = "_".join(f"{k}={v}" for k, v in params.items())
                     points.append(
                         Point(
-                            scenario=scenario_dict(spec.kind, wl, load, seed, size, rcos),
+                            scenario=scenario_dict(spec.kind, wl, load, seed, size, rcos, opts.transport),
                             params=params,
                             deadline=DEADLINES[spec.kind],
                             flows_dir=str(out / "points" / name),
