@@ -40,6 +40,7 @@ _FLOW_TYPES: dict[str, pa.DataType] = {
     "omega": pa.float64(),
     "retransmits": pa.int64(),
     "timeouts": pa.int64(),
+    "spurious_retransmits": pa.int64(),
     "route": pa.list_(pa.string()),
     "change_acked_bytes": pa.list_(pa.int64()),
 }

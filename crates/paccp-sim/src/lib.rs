@@ -6,6 +6,7 @@ pub mod cc;
 pub mod config;
 pub mod error;
 pub mod rng;
+mod sack;
 pub mod sim;
 pub mod topo;
 pub mod units;

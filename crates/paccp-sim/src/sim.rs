@@ -25,13 +25,14 @@ use crate::config::{
 };
 use crate::error::{EngineError, Result};
 use crate::rng::stream;
+use crate::sack::{Ranges, SackOpt, MAX_BLOCKS};
 use crate::topo::{Network, Router};
 use crate::units::{Bytes, Ps};
 use rand::{Rng, RngCore};
 use rand_pcg::Pcg64Mcg;
 use serde_json::{json, Value};
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 
 /// A packet in the network (data segment or ACK).
 #[derive(Debug, Clone, Copy)]
@@ -48,8 +49,8 @@ struct Pkt {
     seq: u64,
     /// Data: send time (ps); ACK: echoed send time of the segment that triggered it.
     ts: u64,
-    /// ACK only: the data segment that triggered it (the SACK information), `u64::MAX` if none.
-    sack: u64,
+    /// ACK only, with `transport.sack`: the SACK blocks (relative to `seq`).
+    sack: SackOpt,
 }
 
 /// An event.
@@ -148,8 +149,14 @@ struct Flow {
     in_recovery: bool,
     recover: u64,
     inflate: u64,
-    sacked: BTreeSet<u64>,
+    /// SACK scoreboard: segments the receiver reported holding above `snd_una`.
+    sacked: Ranges,
+    /// SACK recovery: one past the highest segment retransmitted in this recovery (RFC 6675 HighRxt + 1).
     rtx_ptr: u64,
+    /// SACK recovery: retransmissions not yet delivered, in sending order, with `snd_nxt` when sent.
+    rtx_marks: VecDeque<(u64, u64)>,
+    /// SACK recovery: retransmissions found lost, to be sent again first.
+    relost: VecDeque<u64>,
     blocked: bool,
     srtt_ns: f64,
     rttvar_ns: f64,
@@ -161,7 +168,12 @@ struct Flow {
     timeouts: u64,
     // Receiver.
     rcv_nxt: u64,
-    ooo: BTreeSet<u64>,
+    ooo: Ranges,
+    /// SACK: recently received out-of-order segments, most recent first, one per reported block
+    /// (`u64::MAX` = empty); the ACK's blocks are the blocks containing them (RFC 2018).
+    recent: [u64; MAX_BLOCKS],
+    /// Data segments that arrived when the receiver already had them.
+    spurious: u64,
     delack_pending: u32,
     delack_gen: u32,
     delack_ts: u64,
@@ -738,8 +750,10 @@ impl Simulation {
             in_recovery: false,
             recover: 0,
             inflate: 0,
-            sacked: BTreeSet::new(),
+            sacked: Ranges::default(),
             rtx_ptr: 0,
+            rtx_marks: VecDeque::new(),
+            relost: VecDeque::new(),
             blocked: false,
             srtt_ns: 0.0,
             rttvar_ns: 0.0,
@@ -750,7 +764,9 @@ impl Simulation {
             retransmits: 0,
             timeouts: 0,
             rcv_nxt: 0,
-            ooo: BTreeSet::new(),
+            ooo: Ranges::default(),
+            recent: [u64::MAX; MAX_BLOCKS],
+            spurious: 0,
             delack_pending: 0,
             delack_gen: 0,
             delack_ts: 0,
@@ -795,7 +811,7 @@ impl Simulation {
                 let f = &self.flows[flow as usize];
                 if f.delack_gen == gen && f.delack_pending > 0 {
                     let ts = f.delack_ts;
-                    self.send_ack(flow, ts, u64::MAX);
+                    self.send_ack(flow, ts);
                 }
             }
             Ev::Sample => self.sample(),
@@ -927,7 +943,7 @@ impl Simulation {
             size: payload + self.header as u32,
             seq: seg,
             ts: self.now,
-            sack: u64::MAX,
+            sack: SackOpt::NONE,
         };
         let ch = f.route_data[0];
         self.inject(pkt, ch);
@@ -953,50 +969,119 @@ impl Simulation {
         false
     }
 
-    /// Segments in the network by the SACK scoreboard: outstanding - SACKed - holes presumed lost
-    /// (below the highest SACKed segment) + holes already retransmitted in this recovery.
-    fn sack_pipe(f: &Flow) -> u64 {
-        let outstanding = f.snd_nxt - f.snd_una;
-        let Some(&high) = f.sacked.last() else {
-            return outstanding;
-        };
-        let s = f.sacked.len() as u64;
-        let holes = high + 1 - f.snd_una - s;
-        let upto = f.rtx_ptr.clamp(f.snd_una, high + 1);
-        let retx = (upto - f.snd_una) - f.sacked.range(..upto).count() as u64;
-        outstanding - s - holes + retx
+    /// RFC 6675 IsLost in segments: an unSACKed segment is lost iff at least `dupthresh` SACKed
+    /// segments lie above it, i.e. iff it is below the `dupthresh`-th highest SACKed segment (returned;
+    /// `snd_una` if fewer are SACKed).
+    fn sack_lost_below(f: &Flow, dupthresh: u32) -> u64 {
+        f.sacked
+            .kth_largest(dupthresh as u64)
+            .map_or(f.snd_una, |q| q.max(f.snd_una))
     }
 
-    /// SACK recovery: fill the pipe up to cwnd with retransmissions of holes first, then new data.
-    fn try_send_sack_recovery(&mut self, flow: u32) {
-        loop {
-            let f = &mut self.flows[flow as usize];
-            let wnd = f.win.cwnd.floor().max(1.0) as u64;
-            if Self::sack_pipe(f) >= wnd {
-                break;
-            }
-            let high = f.sacked.last().copied().unwrap_or(0);
-            let mut h = f.rtx_ptr.max(f.snd_una);
-            while h < high && f.sacked.contains(&h) {
-                h += 1;
-            }
-            let more = h < high || f.snd_nxt < f.nsegs;
-            if more && !self.nic_room(flow) {
-                break;
-            }
-            let f = &mut self.flows[flow as usize];
-            if h < high {
-                f.rtx_ptr = h + 1;
-                self.send_segment(flow, h);
-            } else if f.snd_nxt < f.nsegs {
-                let seg = f.snd_nxt;
-                f.snd_nxt += 1;
-                f.rtx_ptr = f.rtx_ptr.max(high);
-                self.send_segment(flow, seg);
+    /// RFC 6675 SetPipe over `[snd_una, snd_nxt)`: every unSACKed segment not presumed lost counts
+    /// once, and once more if it was retransmitted in this recovery (below `rtx_ptr`).
+    /// A retransmission found lost (in `relost`) counts as not in the network.
+    fn sack_pipe(f: &Flow, lost_below: u64) -> u64 {
+        let (una, nxt) = (f.snd_una, f.snd_nxt);
+        let unsacked = |x: u64| {
+            let x = x.clamp(una, nxt);
+            (x - una) - f.sacked.count_below(x)
+        };
+        (unsacked(nxt) - unsacked(lost_below) + unsacked(f.rtx_ptr))
+            .saturating_sub(f.relost.len() as u64)
+    }
+
+    /// Lost-retransmission detection (like Linux's pre-RACK `tcp_mark_lost_retrans`): a retransmission
+    /// sent when `snd_nxt` was N is lost once `dupack_threshold` segments at or above N (sent after it)
+    /// are SACKed while it is still missing; it is then queued to be sent again.
+    fn sack_detect_lost_rtx(f: &mut Flow, dupthresh: u32) {
+        let all = f.sacked.count_below(u64::MAX);
+        f.relost
+            .retain(|&h| h >= f.snd_una && !f.sacked.contains(h));
+        while let Some(&(h, n)) = f.rtx_marks.front() {
+            if h < f.snd_una || f.sacked.contains(h) {
+                f.rtx_marks.pop_front();
+            } else if all - f.sacked.count_below(n) >= dupthresh as u64 {
+                f.rtx_marks.pop_front();
+                f.relost.push_back(h);
             } else {
                 break;
             }
         }
+    }
+
+    /// SACK recovery (RFC 6675 NextSeg): while the pipe is below cwnd, send (1) the lowest lost hole not
+    /// yet retransmitted, else (2) new data, else (3) the lowest unSACKed hole not yet retransmitted
+    /// below the highest SACKed segment. No rescue retransmission (rule 4).
+    fn try_send_sack_recovery(&mut self, flow: u32) {
+        let dupthresh = self.dupthresh;
+        loop {
+            let f = &self.flows[flow as usize];
+            let wnd = f.win.cwnd.floor().max(1.0) as u64;
+            let lost_below = Self::sack_lost_below(f, dupthresh);
+            if Self::sack_pipe(f, lost_below) >= wnd {
+                break;
+            }
+            let high = f.sacked.end().unwrap_or(0).min(f.snd_nxt);
+            let h = f.sacked.next_gap(f.rtx_ptr.max(f.snd_una));
+            let again = f.relost.front().copied();
+            let rtx = if again.is_some() {
+                again
+            } else if h < lost_below || (f.snd_nxt >= f.nsegs && h < high) {
+                Some(h)
+            } else if f.snd_nxt < f.nsegs {
+                None
+            } else {
+                break;
+            };
+            if !self.nic_room(flow) {
+                break;
+            }
+            let f = &mut self.flows[flow as usize];
+            match rtx {
+                Some(h) => {
+                    if again.is_some() {
+                        f.relost.pop_front();
+                    } else {
+                        f.rtx_ptr = h + 1;
+                    }
+                    f.rtx_marks.push_back((h, f.snd_nxt));
+                    self.send_segment(flow, h);
+                }
+                None => {
+                    let seg = f.snd_nxt;
+                    f.snd_nxt += 1;
+                    self.send_segment(flow, seg);
+                }
+            }
+        }
+    }
+
+    /// RFC 6675 section 5: start a recovery on `dupack_threshold` duplicate ACKs or when the scoreboard
+    /// shows the first unacknowledged segment lost, unless still within the last recovery (or RTO) window.
+    fn sack_should_recover(&self, flow: u32) -> bool {
+        let f = &self.flows[flow as usize];
+        !f.in_recovery
+            && f.snd_una >= f.recover
+            && f.snd_nxt > f.snd_una
+            && (f.dupacks >= self.dupthresh || Self::sack_lost_below(f, self.dupthresh) > f.snd_una)
+    }
+
+    /// Enters SACK recovery (RFC 6675 section 5): window decrease, retransmit `snd_una` at once.
+    fn enter_sack_recovery(&mut self, flow: u32) {
+        let f = &mut self.flows[flow as usize];
+        let omega = f.omega;
+        self.cc.on_fast_retransmit(&mut f.win, omega);
+        f.recover = f.high_tx;
+        f.in_recovery = true;
+        let s = f.snd_una;
+        f.rtx_ptr = s + 1;
+        f.rtx_marks.clear();
+        f.relost.clear();
+        f.rtx_marks.push_back((s, f.snd_nxt));
+        self.send_segment(flow, s);
+        self.arm_rto(flow);
+        self.try_send(flow);
     }
 
     fn try_send(&mut self, flow: u32) {
@@ -1009,6 +1094,11 @@ impl Simulation {
             return;
         }
         loop {
+            if self.sack {
+                // After a timeout, go-back-N skips what the scoreboard says the receiver holds.
+                let f = &mut self.flows[flow as usize];
+                f.snd_nxt = f.sacked.next_gap(f.snd_nxt);
+            }
             let f = &self.flows[flow as usize];
             let wnd = (f.win.cwnd.floor().max(1.0) as u64).saturating_add(if f.in_recovery {
                 f.inflate
@@ -1064,8 +1154,10 @@ impl Simulation {
         f.dupacks = 0;
         f.recover = f.high_tx;
         f.snd_nxt = f.snd_una;
-        f.sacked.clear();
+        // The scoreboard is kept (the receiver never discards SACKed data), like Linux.
         f.rtx_ptr = 0;
+        f.rtx_marks.clear();
+        f.relost.clear();
         f.rto = (f.rto.saturating_mul(2)).min(self.max_rto);
         f.rto_deadline = 0;
         self.try_send(flow);
@@ -1084,14 +1176,16 @@ impl Simulation {
         }
         let ack = pkt.seq;
         let sack = self.sack;
-        if sack && pkt.sack != u64::MAX && pkt.sack >= ack && pkt.sack < f.snd_nxt {
-            f.sacked.insert(pkt.sack);
+        if sack {
+            for (s, e) in pkt.sack.blocks(ack) {
+                f.sacked.insert(s.max(f.snd_una), e.min(f.high_tx));
+            }
         }
         if ack > f.snd_una {
             let newly = ack - f.snd_una;
             f.snd_una = ack;
-            if sack && f.sacked.first().is_some_and(|&x| x < ack) {
-                f.sacked = f.sacked.split_off(&ack);
+            if sack {
+                f.sacked.trim_below(ack);
             }
             if f.snd_nxt < ack {
                 f.snd_nxt = ack;
@@ -1142,10 +1236,25 @@ impl Simulation {
                 let s = self.flows[flow as usize].snd_una;
                 self.send_segment(flow, s);
             }
+            if sack && self.sack_should_recover(flow) {
+                self.enter_sack_recovery(flow);
+                return;
+            }
+            let f = &mut self.flows[flow as usize];
+            if sack && f.in_recovery {
+                Self::sack_detect_lost_rtx(f, dupthresh);
+            }
             self.try_send(flow);
         } else if ack == f.snd_una && f.snd_nxt > f.snd_una {
             f.dupacks += 1;
-            if f.in_recovery {
+            if sack {
+                if f.in_recovery {
+                    Self::sack_detect_lost_rtx(f, dupthresh);
+                    self.try_send(flow);
+                } else if self.sack_should_recover(flow) {
+                    self.enter_sack_recovery(flow);
+                }
+            } else if f.in_recovery {
                 f.inflate += 1;
                 self.try_send(flow);
             } else if f.dupacks == dupthresh && f.snd_una >= f.recover {
@@ -1173,9 +1282,8 @@ impl Simulation {
         if seg == f.rcv_nxt {
             let had_hole = !f.ooo.is_empty();
             f.rcv_nxt += 1;
-            while f.ooo.first() == Some(&f.rcv_nxt) {
-                f.ooo.pop_first();
-                f.rcv_nxt += 1;
+            if let Some(end) = f.ooo.pop_if_starts_at(f.rcv_nxt) {
+                f.rcv_nxt = end;
             }
             if self.delayed_ack && !had_hole {
                 f.delack_pending += 1;
@@ -1189,17 +1297,54 @@ impl Simulation {
                 }
             }
         } else if seg > f.rcv_nxt {
-            f.ooo.insert(seg);
+            if f.ooo.contains(seg) {
+                f.spurious += 1;
+            } else {
+                f.ooo.insert(seg, seg + 1);
+            }
+            if self.sack {
+                // The block of this segment goes first, then the most recently reported other blocks.
+                let mut recent = [u64::MAX; MAX_BLOCKS];
+                recent[0] = seg;
+                let mut n = 1;
+                let this = f.ooo.find(seg);
+                for &r in &f.recent {
+                    if n == MAX_BLOCKS {
+                        break;
+                    }
+                    if r == u64::MAX || r < f.rcv_nxt {
+                        continue;
+                    }
+                    let b = f.ooo.find(r);
+                    if b != this && !recent[1..n].iter().any(|&q| f.ooo.find(q) == b) {
+                        recent[n] = r;
+                        n += 1;
+                    }
+                }
+                f.recent = recent;
+            }
+        } else {
+            f.spurious += 1;
         }
         if immediate {
-            self.send_ack(flow, pkt.ts, seg);
+            self.send_ack(flow, pkt.ts);
         }
     }
 
-    fn send_ack(&mut self, flow: u32, ts: u64, sack: u64) {
+    fn send_ack(&mut self, flow: u32, ts: u64) {
         let f = &mut self.flows[flow as usize];
         f.delack_pending = 0;
         f.delack_gen = f.delack_gen.wrapping_add(1);
+        let mut sack = SackOpt::NONE;
+        if self.sack && !f.ooo.is_empty() {
+            for &r in &f.recent {
+                if r != u64::MAX && r >= f.rcv_nxt {
+                    if let Some((s, e)) = f.ooo.find(r) {
+                        sack.push(f.rcv_nxt, s, e);
+                    }
+                }
+            }
+        }
         let pkt = Pkt {
             flow,
             hop: 0,
@@ -1371,6 +1516,7 @@ impl Simulation {
             "omega": fl.iter().map(|f| f.omega0).collect::<Vec<_>>(),
             "retransmits": fl.iter().map(|f| f.retransmits).collect::<Vec<_>>(),
             "timeouts": fl.iter().map(|f| f.timeouts).collect::<Vec<_>>(),
+            "spurious_retransmits": fl.iter().map(|f| f.spurious).collect::<Vec<_>>(),
             "route": fl.iter().map(|f| f.route_data.iter().map(chname).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "change_acked_bytes": fl.iter().map(|f| f.change_acked.clone()).collect::<Vec<_>>(),
         });

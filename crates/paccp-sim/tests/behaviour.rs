@@ -561,3 +561,121 @@ fn one_byte_flow_takes_exactly_one_store_and_forward_rtt() {
     assert_eq!(out["stats"]["packets_sent"], json!(2));
     assert_eq!(out["stats"]["peak_packets_in_flight"], json!(1));
 }
+
+/// The two-way dumbbell of the testbed discussion: one BE, one DS, one MRG (80 Mb/s, 2) flow each way
+/// over a 200 Mb/s bottleneck with a 32-packet buffer, so each direction's queue drops data of its own
+/// flows and ACKs of the reverse flows.
+fn two_way_dumbbell() -> serde_json::Value {
+    let mut s = dumbbell(3, 200_000_000, 32);
+    s["duration_ns"] = json!(1_000_000_000u64);
+    s["topology"]["access_link"]["rate_bps"] = json!(2_000_000_000u64);
+    s["topology"]["bottleneck_link"]["delay_ns"] = json!(5_000);
+    s["topology"]["nic_buffer"] = json!({"packets": 100});
+    s["transport"]["min_rto_ns"] = json!(200_000_000u64);
+    s["transport"]["initial_rto_ns"] = json!(1_000_000_000u64);
+    s["transport"]["max_rto_ns"] = json!(2_000_000_000u64);
+    let cls = [(0, 1.0), (0, 2.0), (80_000_000, 2.0)];
+    let mut flows = Vec::new();
+    for (i, &(theta, omega)) in cls.iter().enumerate() {
+        flows.push(flow(
+            &format!("f{i}"),
+            &format!("l{i}"),
+            &format!("r{i}"),
+            theta,
+            omega,
+        ));
+        flows.push(flow(
+            &format!("b{i}"),
+            &format!("r{i}"),
+            &format!("l{i}"),
+            theta,
+            omega,
+        ));
+    }
+    s["flows"] = json!(flows);
+    s
+}
+
+fn sum_col(out: &serde_json::Value, name: &str) -> u64 {
+    col(out, "flows", name)
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum()
+}
+
+fn channel_drops(out: &serde_json::Value, name: &str) -> u64 {
+    let i = col(out, "channels", "name")
+        .iter()
+        .position(|n| n == name)
+        .unwrap();
+    col(out, "channels", "drops")[i].as_u64().unwrap()
+}
+
+#[test]
+fn two_way_sack_retransmits_real_losses_without_timeouts() {
+    // NewReno repairs one hole per RTT and so retransmits spuriously only after a timeout; SACK repairs
+    // many holes per RTT and may resend a segment whose SACK blocks were all lost with their ACKs
+    // (an ACK reports only the 3 most recent blocks), which must stay rare.
+    for delayed_ack in [false, true] {
+        let mut s = two_way_dumbbell();
+        s["transport"]["delayed_ack"] = json!(delayed_ack);
+        let newreno = run(&s);
+        s["transport"]["sack"] = json!(true);
+        let sack = run(&s);
+        let (rn, sn) = (
+            sum_col(&newreno, "retransmits"),
+            sum_col(&sack, "retransmits"),
+        );
+        let (rs, ss) = (
+            sum_col(&newreno, "spurious_retransmits"),
+            sum_col(&sack, "spurious_retransmits"),
+        );
+        let (rt, st) = (sum_col(&newreno, "timeouts"), sum_col(&sack, "timeouts"));
+        eprintln!(
+            "delayed_ack {delayed_ack}: retransmits {rn} / {sn}, spurious {rs} / {ss}, timeouts {rt} / {st}; \
+             bottleneck drops both ways {} {}",
+            channel_drops(&sack, "left->right"),
+            channel_drops(&sack, "right->left")
+        );
+        // Both directions drop, so ACKs of the reverse flows are lost too.
+        assert!(channel_drops(&sack, "left->right") > 0 && channel_drops(&sack, "right->left") > 0);
+        assert!(ss * 50 <= sn, "SACK spurious {ss} of {sn} retransmits");
+        if rt > 0 {
+            assert!(ss <= rs, "SACK spurious {ss} > NewReno {rs}");
+        }
+        assert!(st <= rt, "SACK timeouts {st} > NewReno {rt}");
+        assert!(sn <= 2 * rn, "SACK retransmits {sn} vs NewReno {rn}");
+    }
+}
+
+#[test]
+fn sack_under_ack_loss_retransmits_only_lost_segments() {
+    // A 3 MB transfer l0 -> r0 overshoots the 1 Gb/s bottleneck in slow start (burst losses), while two
+    // reverse flows keep the right -> left queue, which carries its ACKs, full (ACK losses).
+    let mut s = dumbbell(3, 1_000_000_000, 20);
+    s["duration_ns"] = json!(500_000_000u64);
+    let mut f = flow("f", "l0", "r0", 0, 1.0);
+    f["size_bytes"] = json!(3_000_000);
+    s["flows"] = json!([
+        f,
+        flow("b1", "r1", "l1", 0, 1.0),
+        flow("b2", "r2", "l2", 0, 1.0)
+    ]);
+    s["transport"]["sack"] = json!(true);
+    let out = run(&s);
+    let get = |c: &str| col(&out, "flows", c)[0].as_u64().unwrap();
+    eprintln!(
+        "retransmits {} spurious {} timeouts {}, drops l->r {} r->l {}, finish {:?}",
+        get("retransmits"),
+        get("spurious_retransmits"),
+        get("timeouts"),
+        channel_drops(&out, "left->right"),
+        channel_drops(&out, "right->left"),
+        out["flows"]["finish_ns"][0]
+    );
+    assert_eq!(acked(&out)[0], 3_000_000);
+    assert!(channel_drops(&out, "right->left") > 0, "no ACK loss");
+    assert!(get("retransmits") > 0, "no data loss");
+    assert_eq!(get("spurious_retransmits"), 0);
+    assert_eq!(get("timeouts"), 0);
+}
