@@ -123,8 +123,11 @@ class TransportCfg(_M):
     delayed_ack: bool = False
     delayed_ack_timeout: Duration = Field(default=parse_duration_ns("40us"), gt=0)
     dupack_threshold: int = Field(default=3, ge=1)
-    sack: bool = False
-    host_backpressure: bool = False
+    # Linux-like defaults: SACK recovery (RFC 2018/6675) and a sender that waits for room in its own NIC
+    # queue (as TCP small queues do) instead of dropping there. ``sack = false`` gives NewReno recovery,
+    # ``host_backpressure = false`` a dropping NIC queue (see docs/engine-contract.md and the README).
+    sack: bool = True
+    host_backpressure: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:

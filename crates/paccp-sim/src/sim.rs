@@ -1,9 +1,11 @@
 //! The discrete-event core: a [`Simulation`] value owns the network, the flows and the event queue.
 //!
 //! Time is integer picoseconds. Events are small `Copy` values in a binary heap keyed by
-//! (time, insertion sequence), so simultaneous events run in the order they were scheduled and every
-//! run is deterministic. Packets are `Copy` structs carried inside events and channel queues; a route is
-//! a slice of channel indices precomputed per flow.
+//! (time, instant scheduled at, insertion sequence), so simultaneous events run in the order they were
+//! scheduled and every run is deterministic. One event per packet hop: a FIFO drop-tail channel fixes a
+//! packet's serialisation end when it accepts it, so only the arrival at the far end is an event, and
+//! each channel has at most one such event in the heap (its pipe's head). Packets are `Copy` structs
+//! held in the channels' pipes; a route is a slice of channel indices precomputed per flow.
 //!
 //! Transport model (window-based TCP, segment-numbered sequence space):
 //! - MSS = mtu - header; a finite flow of `size` bytes sends `ceil(size / MSS)` segments, the last one
@@ -32,6 +34,7 @@ use rand::{Rng, RngCore};
 use rand_pcg::Pcg64Mcg;
 use serde_json::{json, Value};
 use std::cmp::Ordering;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 
 /// A packet in the network (data segment or ACK).
@@ -56,10 +59,10 @@ struct Pkt {
 /// An event.
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    /// A channel finished serialising its head packet.
-    TxDone { ch: u32 },
-    /// A packet reached the far end of its current channel.
-    Arrive { pkt: Pkt },
+    /// The head packet of channel `ch`'s pipe reaches the far end (one event per packet hop).
+    Hop { ch: u32 },
+    /// The queued head packet of host NIC channel `ch` has left the queue: its waiters retry.
+    NicRoom { ch: u32 },
     /// A fixed flow starts.
     FlowStart { flow: u32 },
     /// A flow's retransmission timer.
@@ -77,13 +80,15 @@ enum Ev {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     t: u64,
+    /// The instant the event logically was scheduled at (see [`Simulation::schedule_from`]).
+    from: u64,
     seq: u64,
     ev: Ev,
 }
 
 impl PartialEq for Entry {
     fn eq(&self, o: &Self) -> bool {
-        self.t == o.t && self.seq == o.seq
+        self.t == o.t && self.from == o.from && self.seq == o.seq
     }
 }
 impl Eq for Entry {}
@@ -94,18 +99,37 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     fn cmp(&self, o: &Self) -> Ordering {
-        // Reversed: the heap pops the earliest (time, seq) first.
-        (o.t, o.seq).cmp(&(self.t, self.seq))
+        // Reversed: the heap pops the earliest (time, from, seq) first.
+        (o.t, o.from, o.seq).cmp(&(self.t, self.from, self.seq))
     }
 }
 
+/// A packet accepted by a channel, with the time its serialisation ends.
+#[derive(Debug, Clone, Copy)]
+struct InPipe {
+    done: u64,
+    pkt: Pkt,
+}
+
 /// Runtime state of one channel.
+///
+/// A FIFO drop-tail link fixes a packet's departure when it is accepted (start = max(now, end of the
+/// previous serialisation), `done` = start + serialisation time), so only its arrival at the far end
+/// (`done + delay`) is an event. `pipe` holds every accepted packet not yet received, in FIFO order:
+/// the first `on_wire` have finished serialising (they propagate), the rest are the queue. Packets move
+/// from queue to wire lazily ([`Channel::advance`]) whenever the queue is looked at.
 #[derive(Debug)]
 struct Channel {
-    queue: VecDeque<Pkt>,
+    pipe: VecDeque<InPipe>,
+    on_wire: usize,
+    /// Bytes in the queue (the packet being serialised included).
     bytes: u64,
-    busy: bool,
-    rate_ps: u64,
+    /// End of the last accepted packet's serialisation.
+    busy_until: u64,
+    rate_bps: u64,
+    /// Serialisation times of the two common sizes: (MTU, ACK).
+    tx_mtu: (u64, u64),
+    tx_ack: (u64, u64),
     delay: u64,
     limit_pkts: u64,
     limit_bytes: u64,
@@ -114,8 +138,79 @@ struct Channel {
     max_queue_bytes: u64,
     /// Flows waiting for room in this (host NIC) queue.
     waiters: Vec<u32>,
+    /// A [`Ev::NicRoom`] event is scheduled.
+    wake_pending: bool,
     /// Never drops (a host NIC queue under host backpressure: data is gated before it, see `nic_room`).
     lossless: bool,
+}
+
+impl Channel {
+    /// Moves the packets whose serialisation ended at or before `until` from the queue to the wire;
+    /// returns the end time of the last one moved (0 if none).
+    #[inline]
+    fn advance(&mut self, until: u64) -> u64 {
+        let mut last = 0;
+        while let Some(p) = self.pipe.get(self.on_wire) {
+            if p.done > until {
+                break;
+            }
+            let size = p.pkt.size as u64;
+            last = p.done;
+            self.bytes -= size;
+            self.tx_bytes += size;
+            self.on_wire += 1;
+        }
+        last
+    }
+
+    /// Moves to the wire the packets that have left the queue as seen by an event at `now` scheduled
+    /// at `from`: those whose serialisation ended before `now`, and one ending exactly at `now` if it
+    /// started before `from` (when the end of a serialisation was an event of its own, scheduled at
+    /// its start, it ran first in that case).
+    #[inline]
+    fn advance_for(&mut self, now: u64, from: u64) {
+        self.advance(now.saturating_sub(1));
+        if let Some(p) = self.pipe.get(self.on_wire) {
+            if p.done == now && p.done - self.tx_time(p.pkt.size as u64) < from {
+                self.advance(now);
+            }
+        }
+    }
+
+    /// Removes the pipe's head packet, which reaches the far end at `now`; returns it and, if another
+    /// packet follows, that packet's (serialisation end, arrival) times.
+    #[inline]
+    fn pop_head(&mut self, now: u64) -> Option<(Pkt, Option<(u64, u64)>)> {
+        self.advance(now.saturating_sub(1));
+        let InPipe { pkt, .. } = self.pipe.pop_front()?;
+        if self.on_wire > 0 {
+            self.on_wire -= 1;
+        } else {
+            // Zero propagation delay: its serialisation ends at this very instant.
+            self.bytes -= pkt.size as u64;
+            self.tx_bytes += pkt.size as u64;
+        }
+        let next = self.pipe.front().map(|n| (n.done, n.done + self.delay));
+        Some((pkt, next))
+    }
+
+    /// Packets in the queue (the one being serialised included).
+    #[inline]
+    fn queued(&self) -> u64 {
+        (self.pipe.len() - self.on_wire) as u64
+    }
+
+    /// Serialisation time of `size` bytes.
+    #[inline]
+    fn tx_time(&self, size: u64) -> u64 {
+        if size == self.tx_mtu.0 {
+            self.tx_mtu.1
+        } else if size == self.tx_ack.0 {
+            self.tx_ack.1
+        } else {
+            crate::units::Bps(self.rate_bps).tx_time(Bytes(size)).0
+        }
+    }
 }
 
 /// Runtime state of one flow (sender and receiver).
@@ -253,6 +348,8 @@ pub struct Simulation {
     heap: BinaryHeap<Entry>,
     seq: u64,
     now: u64,
+    /// The instant the event being handled was scheduled at.
+    cur_from: u64,
     sample_interval: u64,
     sample_mode: SampleFlows,
     sample_cwnd: bool,
@@ -421,11 +518,15 @@ impl Simulation {
                     BufCfg::Packets(n) => (n, u64::MAX),
                     BufCfg::Bytes(b) => (u64::MAX, b),
                 };
+                let tx = |size: u64| (size, c.rate.tx_time(Bytes(size)).0);
                 Channel {
-                    queue: VecDeque::new(),
+                    pipe: VecDeque::new(),
+                    on_wire: 0,
                     bytes: 0,
-                    busy: false,
-                    rate_ps: c.rate.0,
+                    busy_until: 0,
+                    rate_bps: c.rate.0,
+                    tx_mtu: tx(p.mtu_bytes),
+                    tx_ack: tx(p.ack_bytes),
                     delay: c.delay.0,
                     limit_pkts: lp,
                     limit_bytes: lb,
@@ -433,6 +534,7 @@ impl Simulation {
                     drops: 0,
                     max_queue_bytes: 0,
                     waiters: Vec::new(),
+                    wake_pending: false,
                     lossless: t.host_backpressure && net.kinds[c.from as usize] == NodeKind::Host,
                 }
             })
@@ -490,6 +592,7 @@ impl Simulation {
             heap: BinaryHeap::new(),
             seq: 0,
             now: 0,
+            cur_from: 0,
             sample_interval: Ps::from_ns(sc.sampling.interval_ns).0,
             sample_mode: sc.sampling.flows,
             sample_cwnd: sc.sampling.cwnd,
@@ -664,9 +767,18 @@ impl Simulation {
     }
 
     fn schedule(&mut self, t: u64, ev: Ev) {
+        self.schedule_from(self.now, t, ev);
+    }
+
+    /// Schedules `ev` at `t` as if it had been scheduled at instant `from` (<= t): events at the same
+    /// instant run in the order of `from`, then in the order they were scheduled. A packet's arrival
+    /// at the far end of a channel counts as scheduled when its serialisation ends, as when that end
+    /// was an event of its own.
+    fn schedule_from(&mut self, from: u64, t: u64, ev: Ev) {
         self.seq += 1;
         self.heap.push(Entry {
             t,
+            from,
             seq: self.seq,
             ev,
         });
@@ -780,7 +892,11 @@ impl Simulation {
         let step = (self.duration / 100).max(1);
         let mut next_report = step;
         let mut last_t = 0;
-        while let Some(e) = self.heap.pop() {
+        loop {
+            let Some(mut top) = self.heap.peek_mut() else {
+                break;
+            };
+            let e = *top;
             if e.t > self.duration {
                 break;
             }
@@ -791,9 +907,43 @@ impl Simulation {
                 next_report = (e.t / step + 1) * step;
             }
             self.now = e.t;
+            self.cur_from = e.from;
             last_t = e.t;
             self.events += 1;
-            self.handle(e.ev);
+            // The hot path: a hop whose channel has another packet in its pipe reuses the heap's top
+            // entry for that packet's arrival (one sift instead of a pop and a push). Same order and
+            // sequence numbers as `hop`.
+            if let Ev::Hop { ch } = e.ev {
+                let Some((pkt, next)) = self.channels[ch as usize].pop_head(e.t) else {
+                    PeekMut::pop(top);
+                    continue;
+                };
+                match next {
+                    Some((done, t)) => {
+                        self.seq += 1;
+                        *top = Entry {
+                            t,
+                            from: done,
+                            seq: self.seq,
+                            ev: e.ev,
+                        };
+                        drop(top);
+                    }
+                    None => {
+                        PeekMut::pop(top);
+                    }
+                }
+                self.arrive(pkt);
+            } else {
+                PeekMut::pop(top);
+                self.handle(e.ev);
+            }
+        }
+        // Serialisations that ended by the end of the run count as transmitted (and as processed
+        // instants, as their end events did when each was an event).
+        let end = self.duration;
+        for c in &mut self.channels {
+            last_t = last_t.max(c.advance(end));
         }
         if let Some(cb) = progress.as_mut() {
             cb(total_ns, total_ns).map_err(EngineError::Aborted)?;
@@ -803,8 +953,8 @@ impl Simulation {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::TxDone { ch } => self.tx_done(ch),
-            Ev::Arrive { pkt } => self.arrive(pkt),
+            Ev::Hop { ch } => self.hop(ch),
+            Ev::NicRoom { ch } => self.nic_room_freed(ch),
             Ev::FlowStart { flow } => self.start_flow(flow),
             Ev::Rto { flow } => self.rto_fire(flow),
             Ev::DelAck { flow, gen } => {
@@ -822,67 +972,62 @@ impl Simulation {
 
     // ----- network -----
 
+    /// Drop-tail admission; an accepted packet's serialisation end and (if it is the pipe's head) its
+    /// arrival at the far end are scheduled at once.
     fn enqueue(&mut self, ch: u32, pkt: Pkt) {
         let now = self.now;
         let c = &mut self.channels[ch as usize];
-        if !c.lossless
-            && (c.queue.len() as u64 >= c.limit_pkts || c.bytes + pkt.size as u64 > c.limit_bytes)
-        {
+        c.advance_for(now, self.cur_from);
+        let size = pkt.size as u64;
+        if !c.lossless && (c.queued() >= c.limit_pkts || c.bytes + size > c.limit_bytes) {
             c.drops += 1;
             self.packets_dropped += 1;
             self.in_flight -= 1;
             return;
         }
-        c.queue.push_back(pkt);
-        c.bytes += pkt.size as u64;
+        let done = c.busy_until.max(now) + c.tx_time(size);
+        c.busy_until = done;
+        c.bytes += size;
         c.max_queue_bytes = c.max_queue_bytes.max(c.bytes);
-        if !c.busy {
-            c.busy = true;
-            let t = now
-                + crate::units::Bps(c.rate_ps)
-                    .tx_time(Bytes(pkt.size as u64))
-                    .0;
-            self.schedule(t, Ev::TxDone { ch });
+        let head = c.pipe.is_empty();
+        c.pipe.push_back(InPipe { done, pkt });
+        if head {
+            let t = done + c.delay;
+            self.schedule_from(done, t, Ev::Hop { ch });
         }
     }
 
-    fn tx_done(&mut self, ch: u32) {
-        let now = self.now;
-        let c = &mut self.channels[ch as usize];
-        let Some(pkt) = c.queue.pop_front() else {
-            c.busy = false;
+    /// The head packet of `ch`'s pipe has reached the far end: schedule the next one, pass it on.
+    /// ([`Simulation::run`] does the same in place on the heap's top entry.)
+    fn hop(&mut self, ch: u32) {
+        let Some((pkt, next)) = self.channels[ch as usize].pop_head(self.now) else {
             return;
         };
-        c.bytes -= pkt.size as u64;
-        c.tx_bytes += pkt.size as u64;
-        let arrive = now + c.delay;
-        let next = c
-            .queue
-            .front()
-            .map(|p| now + crate::units::Bps(c.rate_ps).tx_time(Bytes(p.size as u64)).0);
-        if next.is_none() {
-            c.busy = false;
+        if let Some((done, t)) = next {
+            self.schedule_from(done, t, Ev::Hop { ch });
         }
-        // Flows blocked on this NIC queue retry now (the buffers are swapped, never reallocated).
-        let any_waiters = !c.waiters.is_empty();
-        if any_waiters {
-            std::mem::swap(&mut c.waiters, &mut self.wake_buf);
+        self.arrive(pkt);
+    }
+
+    /// Host backpressure: the NIC queue of `ch` has room again; the flows blocked on it retry (the
+    /// buffers are swapped, never reallocated).
+    fn nic_room_freed(&mut self, ch: u32) {
+        let c = &mut self.channels[ch as usize];
+        c.wake_pending = false;
+        c.advance(self.now);
+        if c.waiters.is_empty() {
+            return;
         }
-        self.schedule(arrive, Ev::Arrive { pkt });
-        if let Some(t) = next {
-            self.schedule(t, Ev::TxDone { ch });
-        }
-        if any_waiters {
-            let mut woken = std::mem::take(&mut self.wake_buf);
-            for &fl in &woken {
-                self.flows[fl as usize].blocked = false;
-                if self.flows[fl as usize].finished.is_none() {
-                    self.try_send(fl);
-                }
+        std::mem::swap(&mut c.waiters, &mut self.wake_buf);
+        let mut woken = std::mem::take(&mut self.wake_buf);
+        for &fl in &woken {
+            self.flows[fl as usize].blocked = false;
+            if self.flows[fl as usize].finished.is_none() {
+                self.try_send(fl);
             }
-            woken.clear();
-            self.wake_buf = woken;
         }
+        woken.clear();
+        self.wake_buf = woken;
     }
 
     fn arrive(&mut self, mut pkt: Pkt) {
@@ -959,12 +1104,21 @@ impl Simulation {
         let f = &mut self.flows[flow as usize];
         let ch = f.route_data[0];
         let c = &mut self.channels[ch as usize];
-        if (c.queue.len() as u64) < c.limit_pkts && c.bytes + size <= c.limit_bytes {
+        c.advance_for(self.now, self.cur_from);
+        if c.queued() < c.limit_pkts && c.bytes + size <= c.limit_bytes {
             return true;
         }
         if !f.blocked {
             f.blocked = true;
             c.waiters.push(flow);
+        }
+        // Wake the waiters when the queue's head packet has been serialised.
+        if !c.wake_pending {
+            if let Some(head) = c.pipe.get(c.on_wire) {
+                c.wake_pending = true;
+                let t = head.done;
+                self.schedule(t, Ev::NicRoom { ch });
+            }
         }
         false
     }

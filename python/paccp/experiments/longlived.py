@@ -134,7 +134,7 @@ def build_scenario(
             "sample_interval": "1ms",
             "sample_flows": "long_lived",
         },
-        "transport": dict(transport or {}),
+        **({"transport": dict(transport)} if transport else {}),
         "cc": {"kind": "paccp", "rcos": 3.0},
         "topology": {
             "kind": "leaf_spine",

@@ -106,7 +106,7 @@ def scenario_dict(
             "warmup": f"{size.warmup_ms:g}ms",
             "sample_flows": "none",
         },
-        "transport": dict(transport or {}),
+        **({"transport": dict(transport)} if transport else {}),
         "cc": {"kind": "paccp", "rcos": max(rcos, 1.5)},
         "topology": {
             "kind": "leaf_spine",
