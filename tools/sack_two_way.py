@@ -24,7 +24,7 @@ def run(label: str, two_way: bool = True, buf: str = "32pkt", tr: dict[str, Any]
         ]
     sc = {
         "run": {"seed": 1, "duration": "3s", "warmup": "500ms", "sample_interval": "10ms"},
-        "transport": {"min_rto": "200ms", "initial_rto": "1s", "max_rto": "2s", **(tr or {})},
+        "transport": {"min_rto": "200ms", "initial_rto": "1s", "max_rto": "2s", **OFF, **(tr or {})},
         "topology": {
             "kind": "dumbbell",
             "left_hosts": 3,
@@ -45,6 +45,9 @@ def run(label: str, two_way: bool = True, buf: str = "32pkt", tr: dict[str, Any]
     ]
     print(f"{label:32s}", " | ".join(cells), flush=True)
 
+
+# Every option named explicitly (the scenario defaults are sack = true, host_backpressure = true).
+OFF = {"sack": False, "host_backpressure": False, "delayed_ack": False}
 
 if __name__ == "__main__":
     run("one-way newreno", two_way=False)
