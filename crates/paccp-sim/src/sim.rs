@@ -912,7 +912,7 @@ impl Simulation {
             self.events += 1;
             // The hot path: a hop whose channel has another packet in its pipe reuses the heap's top
             // entry for that packet's arrival (one sift instead of a pop and a push). Same order and
-            // sequence numbers as `hop`.
+            // sequence numbers as a pop and a push.
             if let Ev::Hop { ch } = e.ev {
                 let Some((pkt, next)) = self.channels[ch as usize].pop_head(e.t) else {
                     PeekMut::pop(top);
@@ -953,7 +953,8 @@ impl Simulation {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            Ev::Hop { ch } => self.hop(ch),
+            // `run` handles every hop in place on the heap's top entry; it never gets here.
+            Ev::Hop { .. } => unreachable!("hop events are handled by Simulation::run"),
             Ev::NicRoom { ch } => self.nic_room_freed(ch),
             Ev::FlowStart { flow } => self.start_flow(flow),
             Ev::Rto { flow } => self.rto_fire(flow),
@@ -995,18 +996,6 @@ impl Simulation {
             let t = done + c.delay;
             self.schedule_from(done, t, Ev::Hop { ch });
         }
-    }
-
-    /// The head packet of `ch`'s pipe has reached the far end: schedule the next one, pass it on.
-    /// ([`Simulation::run`] does the same in place on the heap's top entry.)
-    fn hop(&mut self, ch: u32) {
-        let Some((pkt, next)) = self.channels[ch as usize].pop_head(self.now) else {
-            return;
-        };
-        if let Some((done, t)) = next {
-            self.schedule_from(done, t, Ev::Hop { ch });
-        }
-        self.arrive(pkt);
     }
 
     /// Host backpressure: the NIC queue of `ch` has room again; the flows blocked on it retry (the
