@@ -130,6 +130,8 @@ def test_buffer_units() -> None:
         ('[[arrivals]]\nworkload = "websearch"\n', "arrivals[0]: give exactly one of load and rate_per_s"),
         ('[routing]\nkind = "leaf_spine_paper"\n', "routing.kind"),
         ("[cc]\nrcos = 0.5\n", "cc.rcos"),
+        ("[transport]\nhost_backpressure = false\nhost_fq = 2\n", "host_fq needs host_backpressure"),
+        ("[transport]\nhost_fq = -1\n", "transport.host_fq"),
     ],
 )
 def test_validation_errors(

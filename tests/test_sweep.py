@@ -90,6 +90,13 @@ def test_cache_key_depends_on_content_and_seed() -> None:
     assert point_key(nodl) != point_key(a)
 
 
+def test_cache_key_changes_with_the_engine_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    (a,) = tiny_points(n_seeds=1, loads=(0.3,))
+    before = point_key(a)
+    monkeypatch.setattr("paccp.engine.source_hash", lambda: "another-engine-build")
+    assert point_key(a) != before
+
+
 def test_pool_matches_in_process(tmp_path: Path) -> None:
     points = tiny_points(n_seeds=1)
     serial = run_points(points, tmp_path / "a", workers=1, progress=False)

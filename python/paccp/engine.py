@@ -114,6 +114,13 @@ def parse_output(out: Mapping[str, Any]) -> EngineResult:
     )
 
 
+def source_hash() -> str:
+    """Hash of the engine's Rust sources this build was made from (part of every result-cache key)."""
+    import paccp._engine as _engine
+
+    return _engine.SOURCE_HASH
+
+
 def run_json(scenario_json: str, progress: ProgressFn | None = None) -> str:
     """Runs the engine on a JSON document; engine errors become :class:`UserError`."""
     import paccp._engine as _engine

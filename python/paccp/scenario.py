@@ -9,7 +9,7 @@ Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` /
 
     [run]        seed, duration, warmup, sample_interval, sample_flows, sample_cwnd
     [transport]  mtu, header, ack, init_cwnd, min_rto, initial_rto, max_rto, delayed_ack,
-                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure
+                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure, host_fq
     [cc]         kind = "paccp" | "reno", rcos, min_cwnd
     [topology]   kind = "leaf_spine" | "dumbbell" | "explicit" (+ its fields)
     [routing]    kind = "ecmp" | "leaf_spine_paper"
@@ -128,6 +128,9 @@ class TransportCfg(_M):
     # ``host_backpressure = false`` a dropping NIC queue (see docs/engine-contract.md and the README).
     sack: bool = True
     host_backpressure: bool = True
+    # Host fair queuing: at most this many packets of one flow in its host's NIC queue (0 = off: the NIC
+    # is one FIFO for all of the host's flows). Needs host_backpressure.
+    host_fq: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:
@@ -135,6 +138,8 @@ class TransportCfg(_M):
             raise ValueError("header must be smaller than mtu")
         if not self.min_rto <= self.initial_rto <= self.max_rto:
             raise ValueError("need min_rto <= initial_rto <= max_rto")
+        if self.host_fq and not self.host_backpressure:
+            raise ValueError("host_fq needs host_backpressure = true")
         return self
 
 
@@ -691,6 +696,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "dupack_threshold": tr.dupack_threshold,
             "sack": tr.sack,
             "host_backpressure": tr.host_backpressure,
+            "host_fq_pkts": tr.host_fq,
         },
         "cc": cc,
         "topology": t,

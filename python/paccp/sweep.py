@@ -105,9 +105,13 @@ def engine_input(point: Point) -> dict[str, Any]:
 
 
 def point_key(point: Point) -> str:
-    """Cache key: hash of the canonical engine input, the deadline rule and the warm-up."""
+    """Cache key: hash of the canonical engine input, the deadline rule, the warm-up and the engine build
+    (:func:`paccp.engine.source_hash`, so results of older engine code are never reused)."""
+    from paccp.engine import source_hash
+
     doc = {
         "engine": engine_input(point),
+        "engine_build": source_hash(),
         "deadline": point.deadline,
         "warmup": point.scenario.get("run", {}).get("warmup"),
         "v": 1,

@@ -39,6 +39,7 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", paccp_sim::VERSION)?;
+    m.add("SOURCE_HASH", paccp_sim::SOURCE_HASH)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     Ok(())
 }

@@ -72,6 +72,14 @@ pub struct TransportCfg {
     /// limit by a few packets).
     #[serde(default)]
     pub host_backpressure: bool,
+    /// Host fair queuing (optional, default 0 = off): a flow may hold at most this many data packets in
+    /// its host's NIC queue; it sends more only as its own packets are serialised. With several
+    /// backlogged flows the NIC then serves them round-robin, this many packets each, and a new flow's
+    /// packet waits behind at most that many packets of every other flow of the host (an approximation of
+    /// Linux's per-flow qdiscs, fq / fq_codel, over a byte-limited NIC ring; without it the host NIC is one
+    /// FIFO shared by all of the host's flows).
+    #[serde(default)]
+    pub host_fq_pkts: u32,
 }
 
 /// Congestion control selection.

@@ -17,6 +17,9 @@ pub use sim::{Progress, Simulation};
 /// Engine version string.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// Hash of the engine's source files (set by `build.rs`): identifies the engine code a result came from.
+pub const SOURCE_HASH: &str = env!("PACCP_SIM_SOURCE_HASH");
+
 /// Parses a scenario JSON document.
 pub fn parse(scenario_json: &str) -> Result<config::Scenario> {
     serde_json::from_str(scenario_json).map_err(|e| EngineError::Parse(e.to_string()))

@@ -63,6 +63,8 @@ enum Ev {
     Hop { ch: u32 },
     /// The queued head packet of host NIC channel `ch` has left the queue: its waiters retry.
     NicRoom { ch: u32 },
+    /// Host fair queuing: the oldest of a flow's packets in its NIC queue has been serialised.
+    FqRoom { flow: u32 },
     /// A fixed flow starts.
     FlowStart { flow: u32 },
     /// A flow's retransmission timer.
@@ -136,8 +138,8 @@ struct Channel {
     tx_bytes: u64,
     drops: u64,
     max_queue_bytes: u64,
-    /// Flows waiting for room in this (host NIC) queue.
-    waiters: Vec<u32>,
+    /// Flows waiting for room in this (host NIC) queue, served in turn (round-robin, one segment each).
+    waiters: VecDeque<u32>,
     /// A [`Ev::NicRoom`] event is scheduled.
     wake_pending: bool,
     /// Never drops (a host NIC queue under host backpressure: data is gated before it, see `nic_room`).
@@ -253,6 +255,10 @@ struct Flow {
     /// SACK recovery: retransmissions found lost, to be sent again first.
     relost: VecDeque<u64>,
     blocked: bool,
+    /// Host fair queuing: serialisation ends of the flow's last data packets at its NIC (oldest first).
+    nic_done: VecDeque<u64>,
+    /// Host fair queuing: an [`Ev::FqRoom`] event is scheduled.
+    fq_wake: bool,
     srtt_ns: f64,
     rttvar_ns: f64,
     has_rtt: bool,
@@ -333,7 +339,9 @@ pub struct Simulation {
     dupthresh: u32,
     sack: bool,
     backpressure: bool,
-    wake_buf: Vec<u32>,
+    host_fq: u32,
+    /// Host backpressure: the flow whose turn it is to put one segment into its NIC queue.
+    nic_turn: Option<u32>,
     cc: Cc,
     net: Network,
     router: Router,
@@ -469,6 +477,12 @@ impl Simulation {
                 "must be >= transport.min_rto_ns",
             ));
         }
+        if t.host_fq_pkts > 0 && !t.host_backpressure {
+            return Err(EngineError::invalid(
+                "transport.host_fq_pkts",
+                "needs transport.host_backpressure = true",
+            ));
+        }
         if t.dupack_threshold == 0 {
             return Err(EngineError::invalid(
                 "transport.dupack_threshold",
@@ -533,7 +547,7 @@ impl Simulation {
                     tx_bytes: 0,
                     drops: 0,
                     max_queue_bytes: 0,
-                    waiters: Vec::new(),
+                    waiters: VecDeque::new(),
                     wake_pending: false,
                     lossless: t.host_backpressure && net.kinds[c.from as usize] == NodeKind::Host,
                 }
@@ -577,7 +591,8 @@ impl Simulation {
             dupthresh: t.dupack_threshold,
             sack: t.sack,
             backpressure: t.host_backpressure,
-            wake_buf: Vec::new(),
+            host_fq: t.host_fq_pkts,
+            nic_turn: None,
             cc,
             net,
             router,
@@ -867,6 +882,8 @@ impl Simulation {
             rtx_marks: VecDeque::new(),
             relost: VecDeque::new(),
             blocked: false,
+            nic_done: VecDeque::new(),
+            fq_wake: false,
             srtt_ns: 0.0,
             rttvar_ns: 0.0,
             has_rtt: false,
@@ -956,6 +973,13 @@ impl Simulation {
             // `run` handles every hop in place on the heap's top entry; it never gets here.
             Ev::Hop { .. } => unreachable!("hop events are handled by Simulation::run"),
             Ev::NicRoom { ch } => self.nic_room_freed(ch),
+            Ev::FqRoom { flow } => {
+                let f = &mut self.flows[flow as usize];
+                f.fq_wake = false;
+                if f.finished.is_none() {
+                    self.try_send(flow);
+                }
+            }
             Ev::FlowStart { flow } => self.start_flow(flow),
             Ev::Rto { flow } => self.rto_fire(flow),
             Ev::DelAck { flow, gen } => {
@@ -998,25 +1022,49 @@ impl Simulation {
         }
     }
 
-    /// Host backpressure: the NIC queue of `ch` has room again; the flows blocked on it retry (the
-    /// buffers are swapped, never reallocated).
+    /// Host backpressure: the NIC queue of `ch` has room again. Its waiters take turns, one segment
+    /// each in the order they started waiting, until the queue is full or nobody waits; a flow that
+    /// wants to send more waits again at the back. (Waking every waiter at once let the first one, a
+    /// bulk flow blocked again at once, take every freed slot and starve a flow that started later.)
     fn nic_room_freed(&mut self, ch: u32) {
+        let now = self.now;
         let c = &mut self.channels[ch as usize];
         c.wake_pending = false;
-        c.advance(self.now);
-        if c.waiters.is_empty() {
-            return;
-        }
-        std::mem::swap(&mut c.waiters, &mut self.wake_buf);
-        let mut woken = std::mem::take(&mut self.wake_buf);
-        for &fl in &woken {
+        c.advance(now);
+        loop {
+            let c = &mut self.channels[ch as usize];
+            let Some(&fl) = c.waiters.front() else { break };
+            if !Self::has_room(c, self.mss + self.header) {
+                break;
+            }
+            c.waiters.pop_front();
             self.flows[fl as usize].blocked = false;
             if self.flows[fl as usize].finished.is_none() {
+                self.nic_turn = Some(fl);
                 self.try_send(fl);
+                self.nic_turn = None;
             }
         }
-        woken.clear();
-        self.wake_buf = woken;
+        self.schedule_nic_wake(ch);
+    }
+
+    /// Whether a host NIC queue can take a full segment.
+    fn has_room(c: &Channel, size: u64) -> bool {
+        c.queued() < c.limit_pkts && c.bytes + size <= c.limit_bytes
+    }
+
+    /// Schedules a [`Ev::NicRoom`] for when the queue's head packet has been serialised, if flows wait
+    /// and none is scheduled.
+    fn schedule_nic_wake(&mut self, ch: u32) {
+        let c = &mut self.channels[ch as usize];
+        if c.wake_pending || c.waiters.is_empty() {
+            return;
+        }
+        if let Some(head) = c.pipe.get(c.on_wire) {
+            c.wake_pending = true;
+            let t = head.done;
+            self.schedule(t, Ev::NicRoom { ch });
+        }
     }
 
     fn arrive(&mut self, mut pkt: Pkt) {
@@ -1081,34 +1129,67 @@ impl Simulation {
         };
         let ch = f.route_data[0];
         self.inject(pkt, ch);
+        if self.host_fq > 0 {
+            // The host NIC is lossless under host fair queuing (validated), so the packet was accepted
+            // and its serialisation ends at the channel's `busy_until`.
+            let done = self.channels[ch as usize].busy_until;
+            let f = &mut self.flows[flow as usize];
+            f.nic_done.push_back(done);
+            while f.nic_done.len() > self.host_fq as usize {
+                f.nic_done.pop_front();
+            }
+        }
     }
 
-    /// With host backpressure: whether the flow's NIC queue can take a full segment; if not, the flow
-    /// is registered as a waiter of the NIC and `false` is returned.
+    /// Host fair queuing: whether the flow holds fewer than `host_fq` packets in its NIC queue; if not,
+    /// an [`Ev::FqRoom`] is scheduled for when its oldest one has been serialised.
+    fn fq_room(&mut self, flow: u32) -> bool {
+        let now = self.now;
+        let f = &mut self.flows[flow as usize];
+        while f.nic_done.front().is_some_and(|&d| d <= now) {
+            f.nic_done.pop_front();
+        }
+        if f.nic_done.len() < self.host_fq as usize {
+            return true;
+        }
+        if !f.fq_wake {
+            f.fq_wake = true;
+            let t = f.nic_done[0];
+            self.schedule(t, Ev::FqRoom { flow });
+        }
+        false
+    }
+
+    /// Whether the flow may put a segment into its NIC queue now. With host fair queuing, not while it
+    /// holds `host_fq` packets there. With host backpressure, only if the queue has room and no other
+    /// flow waits ahead of it (or it is the flow whose turn it is, see [`Self::nic_room_freed`], which
+    /// uses the turn up); otherwise the flow waits at the back of the NIC's waiters.
     fn nic_room(&mut self, flow: u32) -> bool {
+        if self.host_fq > 0 && !self.fq_room(flow) {
+            return false;
+        }
         if !self.backpressure {
             return true;
         }
         let size = self.mss + self.header;
-        let f = &mut self.flows[flow as usize];
-        let ch = f.route_data[0];
+        let ch = self.flows[flow as usize].route_data[0];
         let c = &mut self.channels[ch as usize];
         c.advance_for(self.now, self.cur_from);
-        if c.queued() < c.limit_pkts && c.bytes + size <= c.limit_bytes {
-            return true;
-        }
-        if !f.blocked {
-            f.blocked = true;
-            c.waiters.push(flow);
-        }
-        // Wake the waiters when the queue's head packet has been serialised.
-        if !c.wake_pending {
-            if let Some(head) = c.pipe.get(c.on_wire) {
-                c.wake_pending = true;
-                let t = head.done;
-                self.schedule(t, Ev::NicRoom { ch });
+        if Self::has_room(c, size) {
+            if self.nic_turn == Some(flow) {
+                self.nic_turn = None;
+                return true;
+            }
+            if c.waiters.is_empty() {
+                return true;
             }
         }
+        let f = &mut self.flows[flow as usize];
+        if !f.blocked {
+            f.blocked = true;
+            c.waiters.push_back(flow);
+        }
+        self.schedule_nic_wake(ch);
         false
     }
 

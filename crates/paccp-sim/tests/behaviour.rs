@@ -548,6 +548,68 @@ fn host_backpressure_keeps_data_out_of_a_full_nic_queue() {
 }
 
 #[test]
+fn host_fair_queuing_lets_a_new_flow_pass_its_hosts_bulk_flow() {
+    // The sender's 1 Gb/s access link is the bottleneck; a bulk flow keeps its 100-packet NIC queue
+    // full when a 30 KB flow of the same host starts. The NIC's waiters take turns, so the small flow
+    // gets every other slot (before turns, the bulk flow took every freed slot and the small flow never
+    // finished); in a FIFO NIC each of its two windows still waits behind about 100 bulk packets
+    // (1.2 ms); with host_fq = 2 behind at most 2.
+    let mut s = dumbbell(1, 10_000_000_000, 100);
+    s["topology"]["access_link"]["rate_bps"] = json!(1_000_000_000u64);
+    s["topology"]["nic_buffer"] = json!({"packets": 100});
+    s["transport"]["host_backpressure"] = json!(true);
+    s["duration_ns"] = json!(100_000_000u64);
+    let mut bulk = flow("bulk", "l0", "r0", 0, 1.0);
+    bulk["size_bytes"] = json!(50_000_000);
+    let mut small = flow("small", "l0", "r0", 0, 1.0);
+    small["size_bytes"] = json!(30_000);
+    small["start_ns"] = json!(20_000_000);
+    s["flows"] = json!([bulk, small]);
+    let fifo = run(&s);
+    s["transport"]["host_fq_pkts"] = json!(2);
+    let fq = run(&s);
+    let fct =
+        |o: &serde_json::Value| o["flows"]["finish_ns"][1].as_u64().expect("finished") - 20_000_000;
+    eprintln!(
+        "small-flow FCT fifo {} ns, fq {} ns; acked {:?} {:?}",
+        fct(&fifo),
+        fct(&fq),
+        acked(&fifo),
+        acked(&fq)
+    );
+    assert!(
+        (2_400_000..3_600_000).contains(&fct(&fifo)),
+        "FIFO: {}",
+        fct(&fifo)
+    );
+    assert!(
+        fct(&fq) < fct(&fifo) / 4,
+        "fq {} vs fifo {}",
+        fct(&fq),
+        fct(&fifo)
+    );
+    // The bulk flow still keeps the 1 Gb/s link busy: at least 95 % of 100 ms of payload in both runs.
+    let cap = 1e9 * 0.1 / 8.0 * 1460.0 / 1500.0;
+    for o in [&fifo, &fq] {
+        let total = acked(o).iter().sum::<u64>() as f64;
+        assert!(total / cap > 0.95, "utilisation {}", total / cap);
+        assert_eq!(o["stats"]["packets_dropped"], json!(0));
+    }
+    // Off (0) is the plain FIFO NIC, bit for bit.
+    s["transport"]["host_fq_pkts"] = json!(0);
+    assert_eq!(run(&s), fifo);
+}
+
+#[test]
+fn host_fair_queuing_needs_backpressure() {
+    let mut s = dumbbell(1, 1_000_000_000, 10);
+    s["transport"]["host_fq_pkts"] = json!(2);
+    s["flows"] = json!([flow("f", "l0", "r0", 0, 1.0)]);
+    let err = paccp_sim::run_json(&s.to_string(), None).expect_err("must be refused");
+    assert!(err.to_string().contains("transport.host_fq_pkts"), "{err}");
+}
+
+#[test]
 fn one_byte_flow_takes_exactly_one_store_and_forward_rtt() {
     let mut s = dumbbell(1, 1_000_000_000, 10);
     let mut f = flow("f", "l0", "r0", 0, 1.0);
