@@ -12,6 +12,7 @@ from paccp.experiments import ExperimentOptions, load_all
 from paccp.experiments.workload import (
     QUICK,
     SPECS,
+    checks_price,
     host_roles,
     run_spec,
     scenario_dict,
@@ -96,3 +97,47 @@ def test_quick_run_writes_outputs_and_reuses_cache(tmp_path: Path, exp: str) -> 
     s2 = run_spec(SPECS[exp], opts, show=False)
     assert s2["points_from_cache"] == s2["points"]
     assert s2["loads"] == s["loads"]
+
+
+def _row(load: float, norm: dict[str, dict[str, float]], meet: dict[str, float]) -> dict[str, object]:
+    cos = {
+        c: {
+            "fct_norm_to_be": norm.get(c, {}),
+            "fct_norm_to_be_ci95": {g: 0.05 for g in norm.get(c, {})},
+            "deadline_meet_rate": {"overall": meet[c]},
+        }
+        for c in ("be", "ds", "mrg")
+    }
+    return {"load": load, "cos": cos}
+
+
+def test_price_checks_name_the_worst_point_and_judge_each_statement() -> None:
+    rows = [
+        _row(
+            0.3,
+            {
+                "ds": {"overall": 0.9, "small": 1.04, "medium": 0.7},
+                "mrg": {"overall": 0.8, "small": 0.9, "medium": 0.6},
+            },
+            {"be": 0.9, "ds": 0.92, "mrg": 0.95},
+        ),
+        _row(
+            0.8,
+            {
+                "ds": {"overall": 0.5, "small": 0.95, "medium": 0.75},
+                "mrg": {"overall": 0.9, "small": 0.8, "medium": 0.5},
+            },
+            {"be": 0.7, "ds": 0.8, "mrg": 0.85},
+        ),
+    ]
+    checks = {c["statement"]: c for c in checks_price(SPECS["fig8"], rows)}
+    assert checks["DS overall FCT / BE at the highest load (80%) below 0.85"]["holds"] is True
+    assert checks["MRG overall FCT / BE at the highest load (80%) below 0.85"]["holds"] is False
+    small = checks["small flows: DS and MRG FCT below BE's at every load"]
+    assert small["holds"] is False
+    assert small["ours"] == "max 1.04 (DS at 30%, 95 % CI +/- 0.05)"
+    medium = checks["medium flows: DS and MRG FCT below BE's at every load"]
+    assert medium["holds"] is True and medium["ours"].startswith("max 0.75 (DS at 80%")
+    assert checks["small and medium DS/MRG FCT below 0.8 of BE's at every load"]["holds"] is False
+    assert checks["MRG deadline meet rate above BE's at 80%"]["holds"] is True
+    assert checks["MRG deadline meet rate >= 0.90 at 80%"]["holds"] is False
