@@ -62,6 +62,7 @@ FLOW_COLUMNS = (
     "deadline_ns",
     "deadline_met",
     "retransmits",
+    "spurious_retransmits",
     "timeouts",
 )
 SMALL_MAX_BYTES = 100_000
@@ -185,6 +186,7 @@ def flow_table(sc: Scenario, result: EngineResult) -> list[dict[str, Any]]:
                 "deadline_ns": deadline,
                 "deadline_met": (finish is not None and finish <= deadline) if deadline is not None else None,
                 "retransmits": r["retransmits"],
+                "spurious_retransmits": r["spurious_retransmits"],
                 "timeouts": r["timeouts"],
             }
         )
@@ -276,6 +278,7 @@ def write_flows(rows: list[dict[str, Any]], out: Path) -> None:
             ("deadline_ns", pa.int64()),
             ("deadline_met", pa.bool_()),
             ("retransmits", pa.int64()),
+            ("spurious_retransmits", pa.int64()),
             ("timeouts", pa.int64()),
         ]
     )
