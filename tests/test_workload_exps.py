@@ -135,9 +135,9 @@ def test_price_checks_name_the_worst_point_and_judge_each_statement() -> None:
     assert checks["MRG overall FCT / BE at the highest load (80%) below 0.85"]["holds"] is False
     small = checks["small flows: DS and MRG FCT below BE's at every load"]
     assert small["holds"] is False
-    assert small["ours"] == "max 1.04 (DS at 30%, 95 % CI +/- 0.05)"
+    assert small["ours"] == "max 1.040 (DS at 30%, 95 % CI +/- 0.05)"
     medium = checks["medium flows: DS and MRG FCT below BE's at every load"]
-    assert medium["holds"] is True and medium["ours"].startswith("max 0.75 (DS at 80%")
+    assert medium["holds"] is True and medium["ours"].startswith("max 0.750 (DS at 80%")
     assert checks["small and medium DS/MRG FCT below 0.8 of BE's at every load"]["holds"] is False
     assert checks["MRG deadline meet rate above BE's at 80%"]["holds"] is True
     assert checks["MRG deadline meet rate >= 0.90 at 80%"]["holds"] is False

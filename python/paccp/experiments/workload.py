@@ -316,8 +316,8 @@ def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
             continue
         v, cos, load, ci = w
         worst_all.append(v)
-        where = f"max {v:.2f} ({cos.upper()} at {load:.0%}" + (f", 95 % CI +/- {ci:.2f})" if ci else ")")
-        out.append(_check(f"{g} flows: DS and MRG FCT below BE's at every load", "yes", where, v < 1.0))
+        where = f"max {v:.3f} ({cos.upper()} at {load:.0%}" + (f", 95 % CI +/- {ci:.2f})" if ci else ")")
+        out.append(_check(f"{g} flows: DS and MRG FCT below BE's at every load", "< 0.8", where, v < 1.0))
     if worst_all:
         out.append(
             _check(
