@@ -202,6 +202,12 @@ impl Channel {
         (self.pipe.len() - self.on_wire) as u64
     }
 
+    /// Whether the queue's limits (packets and bytes) admit a packet of `size` bytes.
+    #[inline]
+    fn has_room(&self, size: u64) -> bool {
+        self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes
+    }
+
     /// Serialisation time of `size` bytes.
     #[inline]
     fn tx_time(&self, size: u64) -> u64 {
@@ -1004,7 +1010,7 @@ impl Simulation {
         let c = &mut self.channels[ch as usize];
         c.advance_for(now, self.cur_from);
         let size = pkt.size as u64;
-        if !c.lossless && (c.queued() >= c.limit_pkts || c.bytes + size > c.limit_bytes) {
+        if !c.lossless && !c.has_room(size) {
             c.drops += 1;
             self.packets_dropped += 1;
             self.in_flight -= 1;
@@ -1034,7 +1040,7 @@ impl Simulation {
         loop {
             let c = &mut self.channels[ch as usize];
             let Some(&fl) = c.waiters.front() else { break };
-            if !Self::has_room(c, self.mss + self.header) {
+            if !c.has_room(self.mss + self.header) {
                 break;
             }
             c.waiters.pop_front();
@@ -1046,11 +1052,6 @@ impl Simulation {
             }
         }
         self.schedule_nic_wake(ch);
-    }
-
-    /// Whether a host NIC queue can take a full segment.
-    fn has_room(c: &Channel, size: u64) -> bool {
-        c.queued() < c.limit_pkts && c.bytes + size <= c.limit_bytes
     }
 
     /// Schedules a [`Ev::NicRoom`] for when the queue's head packet has been serialised, if flows wait
@@ -1175,7 +1176,7 @@ impl Simulation {
         let ch = self.flows[flow as usize].route_data[0];
         let c = &mut self.channels[ch as usize];
         c.advance_for(self.now, self.cur_from);
-        if Self::has_room(c, size) {
+        if c.has_room(size) {
             if self.nic_turn == Some(flow) {
                 self.nic_turn = None;
                 return true;
