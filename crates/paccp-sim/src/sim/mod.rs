@@ -167,7 +167,8 @@ impl Simulation {
                 c.advance(self.q.now);
                 c.start_next(ch, &mut self.q);
                 if !self.channels[ch as usize].waiters.is_empty() {
-                    self.nic_room_freed(ch);
+                    self.serve_waiters(ch);
+                    self.channels[ch as usize].schedule_wake(ch, &mut self.q);
                 }
             }
             Ev::NicRoom { ch } => self.nic_room_freed(ch),
@@ -229,34 +230,60 @@ impl Simulation {
         self.settle_finished();
     }
 
-    /// Host backpressure: the NIC queue of `ch` has room again. Its waiters take turns, one segment
-    /// each in the order they started waiting, until the queue is full or nobody waits; a flow that
-    /// wants to send more waits again at the back. (Waking every waiter at once let the first one, a
-    /// bulk flow blocked again at once, take every freed slot and starve a flow that started later.)
+    /// Host backpressure: the NIC queue of `ch` may have room again ([`Ev::NicRoom`]).
     pub(crate) fn nic_room_freed(&mut self, ch: u32) {
+        self.channels[ch as usize].wake_pending = false;
+        self.serve_waiters(ch);
+        self.channels[ch as usize].schedule_wake(ch, &mut self.q);
+    }
+
+    /// Host backpressure: the waiters of NIC queue `ch` take turns, one segment each in the order they
+    /// started waiting, until the queue is full or nobody waits; a flow that wants to send more waits
+    /// again at the back. (Waking every waiter at once let the first one, a bulk flow blocked again at
+    /// once, take every freed slot and starve a flow that started later.) With a scheduled discipline
+    /// (per-class or per-VM queues) every waiter whose own queue has room gets its turn; the others
+    /// keep their place.
+    fn serve_waiters(&mut self, ch: u32) {
         let now = self.q.now;
         let size = self.p.mss + self.p.header;
-        let c = &mut self.channels[ch as usize];
-        c.wake_pending = false;
-        c.advance(now);
-        loop {
-            let c = &mut self.channels[ch as usize];
-            let Some(&fl) = c.waiters.front() else { break };
-            if !c.has_room(size, self.flows[fl as usize].qkey()) {
-                break;
+        self.channels[ch as usize].advance(now);
+        if self.channels[ch as usize].sched.is_some() {
+            let waiting: Vec<u32> = self.channels[ch as usize].waiters.drain(..).collect();
+            let mut keep = std::collections::VecDeque::new();
+            for fl in waiting {
+                if !self.channels[ch as usize].has_room(size, self.flows[fl as usize].qkey()) {
+                    keep.push_back(fl);
+                    continue;
+                }
+                self.take_turn(fl);
             }
-            c.waiters.pop_front();
-            let (flows, mut cx) = ctx!(self);
-            let f = &mut flows[fl as usize];
-            f.snd.blocked = false;
-            if f.info.finished.is_none() {
-                *cx.nic_turn = Some(fl);
-                f.try_send(fl, &mut cx);
-                *cx.nic_turn = None;
+            let c = &mut self.channels[ch as usize];
+            keep.extend(c.waiters.drain(..));
+            c.waiters = keep;
+        } else {
+            loop {
+                let c = &mut self.channels[ch as usize];
+                let Some(&fl) = c.waiters.front() else { break };
+                if !c.has_room(size, self.flows[fl as usize].qkey()) {
+                    break;
+                }
+                c.waiters.pop_front();
+                self.take_turn(fl);
             }
         }
-        self.channels[ch as usize].schedule_wake(ch, &mut self.q);
         self.settle_finished();
+    }
+
+    /// A waiting flow (already out of its NIC's waiters) puts one segment into its NIC queue.
+    fn take_turn(&mut self, fl: u32) {
+        let (flows, mut cx) = ctx!(self);
+        let f = &mut flows[fl as usize];
+        f.snd.blocked = false;
+        if f.info.finished.is_none() {
+            *cx.nic_turn = Some(fl);
+            f.try_send(fl, &mut cx);
+            *cx.nic_turn = None;
+        }
     }
 
     // ----- flow life, VBP, FBP -----

@@ -101,7 +101,9 @@ impl Flow {
                 *cx.nic_turn = None;
                 return true;
             }
-            if c.waiters.is_empty() {
+            // Per-class / per-VM queues: a flow whose own queue has room does not wait behind
+            // flows of other queues.
+            if c.waiters.is_empty() || c.sched.is_some() {
                 return true;
             }
         }
