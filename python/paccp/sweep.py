@@ -34,18 +34,28 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
+from paccp.cos import from_label
 from paccp.errors import UserError
-from paccp.metrics import fct_norm_to_be, flow_stats, meet_rates, with_deadlines
+from paccp.metrics import fct_norm_to_be, flow_stats, headline, meet_rates, with_deadlines
 from paccp.units import parse_rate_bps
 from paccp.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
 
-COS_LABELS = ("be", "ds", "mrg")
+if TYPE_CHECKING:
+    from paccp.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A point's validated scenario and its fully resolved engine input, computed once (:func:`resolve`)."""
+
+    scenario: Scenario
+    engine: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,17 @@ class Point:
     params: dict[str, Any] = field(default_factory=dict)
     deadline: dict[str, Any] | None = None
     flows_dir: str | None = None  # when set, flows.parquet (with deadlines) is written there
+    resolved: Resolved | None = field(default=None, compare=False, repr=False)
+
+
+def resolve(point: Point, where: str = "sweep point") -> Point:
+    """The point with its scenario validated and its engine input resolved (once; kept on the point)."""
+    if point.resolved is not None:
+        return point
+    from paccp.scenario import parse_scenario, to_engine
+
+    sc = parse_scenario(copy.deepcopy(point.scenario), where=where)
+    return replace(point, resolved=Resolved(sc, to_engine(sc)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -98,10 +119,10 @@ def deadline_rule(spec: Mapping[str, Any] | None) -> DeadlineRule | None:
 
 
 def engine_input(point: Point) -> dict[str, Any]:
-    """The resolved engine JSON of a point (validates the scenario)."""
-    from paccp.scenario import parse_scenario, to_engine
-
-    return to_engine(parse_scenario(copy.deepcopy(point.scenario), where="sweep point"))
+    """The resolved engine JSON of a point (validates the scenario when not yet resolved)."""
+    resolved = resolve(point).resolved
+    assert resolved is not None
+    return resolved.engine
 
 
 def point_key(point: Point) -> str:
@@ -126,17 +147,18 @@ def evaluate(point: Point) -> dict[str, Any]:
 
     from paccp import engine
     from paccp.rundir import flow_table, write_flows
-    from paccp.scenario import parse_scenario, to_engine
 
-    sc = parse_scenario(copy.deepcopy(point.scenario), where="sweep point")
+    resolved = resolve(point).resolved
+    assert resolved is not None
+    sc = resolved.scenario
     t0 = time.perf_counter()
-    result = engine.run(to_engine(sc))
+    result = engine.run(resolved.engine)
     wall = time.perf_counter() - t0
     rows = flow_table(sc, result)
     for r in rows:  # the class of a workload flow is its label when that is BE/DS/MRG (see README)
-        lab = str(r["label"]).lower()
-        if lab in COS_LABELS:
-            r["cos"] = lab
+        named = from_label(r["label"])
+        if named is not None:
+            r["cos"] = named
     rule = deadline_rule(point.deadline)
     finite = with_deadlines(rows, rule, sc.run.duration) if rule is not None else rows
     if point.flows_dir is not None:
@@ -193,6 +215,7 @@ def run_points(
         raise UserError("workers must be >= 1")
     cache = out_dir / "cache"
     cache.mkdir(parents=True, exist_ok=True)
+    points = [resolve(p) for p in points]
     keys = [point_key(p) for p in points]
     results: dict[str, dict[str, Any]] = {}
     todo: list[tuple[str, Point]] = []
@@ -363,9 +386,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 
 def load_sweep(path: Path) -> tuple[str, list[Point]]:
-    """Read a sweep file and return its name and points (validated)."""
-    from paccp.scenario import parse_scenario, to_engine
-
+    """Read a sweep file and return its name and points (validated and resolved)."""
     doc = _read_toml(path)
     unknown = set(doc) - {"sweep", "grid"}
     if unknown:
@@ -397,30 +418,18 @@ def load_sweep(path: Path) -> tuple[str, list[Point]]:
                     apply_param(sc, name, value)
                 apply_param(sc, "seed", seed)
                 params = {**({"scenario": str(base)} if len(bases) > 1 else {}), **combo, "seed": seed}
-                # full resolution up front: also loads (and validates) workload CDF files
-                to_engine(parse_scenario(copy.deepcopy(sc), where=f"{path} point {params}"))
-                points.append(Point(scenario=sc, params=params, deadline=deadline))
+                # full resolution up front (once; carried by the point): also loads the workload CDF files
+                point = Point(scenario=sc, params=params, deadline=deadline)
+                points.append(resolve(point, where=f"{path} point {params}"))
     return str(sw.get("name", path.stem)), points
-
-
-def headline(res: Mapping[str, Any]) -> dict[str, Any]:
-    """Flat one-row view of a point result (for sweep.csv)."""
-    row: dict[str, Any] = dict(res["params"])
-    for cos, groups in (res.get("fct_norm_to_be") or {}).items():
-        for g, v in groups.items():
-            row[f"fct_norm_{cos}_{g}"] = v
-    for cos, groups in (res.get("deadline_meet_rate") or {}).items():
-        row[f"meet_{cos}_overall"] = groups.get("overall")
-    allst = res["stats"]["by_cos"].get("all", {}).get("overall", {})
-    row["flows"] = allst.get("flows")
-    row["unfinished"] = allst.get("unfinished")
-    row["key"] = res.get("key")
-    return row
 
 
 def write_sweep_outputs(name: str, results: Iterable[Mapping[str, Any]], out_dir: Path) -> dict[str, Any]:
     """Write ``summary.json`` (every point's result) and ``sweep.csv`` (one row per point)."""
     import csv
+    import io
+
+    from paccp.outdir import write_text_atomic
 
     res = list(results)
     summary = {
@@ -428,18 +437,17 @@ def write_sweep_outputs(name: str, results: Iterable[Mapping[str, Any]], out_dir
         "name": name,
         "points": [{k: v for k, v in r.items() if k != "cached"} for r in res],
     }
-    (out_dir / "summary.json").write_text(
-        json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
+    write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     rows = [headline(r) for r in res]
     cols: list[str] = []
     for r in rows:
         for c in r:
             if c not in cols:
                 cols.append(c)
-    with (out_dir / "sweep.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    write_text_atomic(out_dir / "sweep.csv", buf.getvalue())
     return summary
