@@ -96,6 +96,8 @@ def _convert(text: str | int | float, units: dict[str, Decimal], what: str, defa
         raise UserError(f"{what} must be a finite number: {shown}")
     if num < 0:
         raise UserError(f"{what} must not be negative: {shown}")
+    if num.adjusted() > 40:  # beyond any limit; also keeps the multiplication below within Decimal's range
+        raise UserError(f"{what} {shown} is too large")
     value = num * units[unit]
     if value > _TOO_LARGE:
         raise UserError(f"{what} {shown} is too large")

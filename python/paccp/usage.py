@@ -62,7 +62,9 @@ class UsageRecord(BaseModel):
         # omega is not pinned per CoS: VBP splits a VM's omega over its flows (a BE flow may carry 0.5).
         if pair_error(self.cos, self.theta_bps) is not None:  # the class/theta rule of paccp.cos
             need = "> 0" if self.cos == "mrg" else "= 0"
-            raise ValueError(f"a{'n' if self.cos == 'mrg' else ''} {self.cos} record must have theta_bps {need}")
+            raise ValueError(
+                f"a{'n' if self.cos == 'mrg' else ''} {self.cos} record must have theta_bps {need}"
+            )
         if self.deadline_met is not None and self.deadline_ns is None:
             raise ValueError("deadline_met given without deadline_ns")
         return self
