@@ -31,6 +31,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -42,6 +43,7 @@ import tomllib
 
 from paccp.cos import from_label
 from paccp.errors import UserError
+from paccp.limits import MAX_RATE_BPS
 from paccp.metrics import fct_norm_to_be, flow_stats, headline, meet_rates, with_deadlines
 from paccp.units import parse_rate_bps
 from paccp.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
@@ -92,26 +94,58 @@ def deadline_rule(spec: Mapping[str, Any] | None) -> DeadlineRule | None:
     """
     if spec is None:
         return None
+    if not isinstance(spec, Mapping):
+        raise UserError(f"deadline: expected a table, got {type(spec).__name__}")
     kind = spec.get("kind")
+    # only the keys given are passed: the defaults live once, in the rule classes (paccp.workload)
+    known = {
+        "size_class": {"kind", "small_ms", "medium_ms", "big_rate"},
+        "active_share": {"kind", "rate", "floor_ms", "split", "link"},
+    }
+    if kind not in known:
+        raise UserError(f"deadline: kind must be 'size_class' or 'active_share', got {str(kind)[:40]!r}")
+    unknown = set(spec) - known[kind]
+    if unknown:
+        raise UserError(f"deadline: unknown key {sorted(map(str, unknown))[0]!r} for kind {kind!r}")
+    args: dict[str, Any] = {}
     try:
-        if kind == "size_class":
-            return SizeClassDeadline(
-                small_ns=int(float(spec.get("small_ms", 0.7)) * 1e6),
-                medium_ns=int(float(spec.get("medium_ms", 2.0)) * 1e6),
-                big_rate_bps=float(parse_rate_bps(spec.get("big_rate", "3Gbit"))),
-            )
-        if kind == "active_share":
-            if "rate" not in spec:
-                raise UserError("deadline: active_share needs 'rate'")
-            return ActiveShareDeadline(
-                rate_bps=float(parse_rate_bps(spec["rate"])),
-                floor_ns=int(float(spec.get("floor_ms", 1.0)) * 1e6),
-                split=bool(spec.get("split", True)),
-                link_bps=float(parse_rate_bps(spec.get("link", "10Gbit"))),
-            )
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"deadline: {exc}") from None
-    raise UserError(f"deadline: kind must be 'size_class' or 'active_share', got {kind!r}")
+        for key, name, conv in (
+            ("small_ms", "small_ns", _ms_to_ns),
+            ("medium_ms", "medium_ns", _ms_to_ns),
+            ("floor_ms", "floor_ns", _ms_to_ns),
+            ("big_rate", "big_rate_bps", _rate),
+            ("rate", "rate_bps", _rate),
+            ("link", "link_bps", _rate),
+        ):
+            if key in spec:
+                args[name] = conv(spec[key])
+        if "split" in spec:
+            if not isinstance(spec["split"], bool):
+                raise ValueError(f"split must be true or false, got {spec['split']!r}")
+            args["split"] = spec["split"]
+    except UserError as exc:
+        raise UserError(f"deadline: {exc.message}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise UserError(f"deadline: {str(exc)[:120]}") from None
+    if kind == "size_class":
+        return SizeClassDeadline(**args)
+    if "rate_bps" not in args:
+        raise UserError("deadline: active_share needs 'rate'")
+    return ActiveShareDeadline(**args)
+
+
+def _ms_to_ns(v: Any) -> int:
+    ms = float(v)
+    if isinstance(v, bool) or not (math.isfinite(ms) and 0 < ms <= 1e9):
+        raise ValueError(f"a time in ms must be a positive finite number, got {str(v)[:40]!r}")
+    return int(ms * 1e6)
+
+
+def _rate(v: Any) -> float:
+    bps = float(parse_rate_bps(v))
+    if not 0 < bps <= MAX_RATE_BPS:
+        raise ValueError(f"a rate must be above 0 and at most {MAX_RATE_BPS} bit/s, got {str(v)[:40]!r}")
+    return bps
 
 
 # --------------------------------------------------------------------------------------------------
