@@ -27,7 +27,10 @@ racks); for a dumbbell the bottleneck rate; for an explicit topology ``reference
 
 Class of service of a flow (``cos`` column of run outputs): the ``cos`` field of the flow, else of its
 VM; otherwise derived from the flow's (or its VM's) initial pair: theta > 0 -> ``mrg``, else omega > 1
--> ``ds``, else ``be``.
+-> ``ds``, else ``be``. These rules live in :mod:`paccp.cos`.
+
+Limits of every quantity (rates, times, sizes, names, flows per run, sampled values) live in
+:mod:`paccp.limits`; a value beyond them is a one-line error naming the field, before any work.
 """
 
 from __future__ import annotations
