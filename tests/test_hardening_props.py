@@ -364,14 +364,15 @@ SWEEP_LINES = st.lists(
             "seeds = [-1]", "seeds = []", "deadline = {kind = 'size_class'}", "deadline = {kind = 'x'}",
             "deadline = {kind = 'size_class', small_ms = nan}", "[grid]", "load = [0.05]", "load = [1e9]",
             "load = []", "'run.duration' = ['3ms']", "'flows.9.id' = ['x']", "workload = ['/']", "[other]",
-            "x = [nan]",
+            "x = [nan]", "'arrivals' = [5]", "'run' = [3]", "seeds = [true]", "scenario = 5",
+            'scenario = "a\\u0000b"', "scenario = [1]",
         ]
     ),
     max_size=8,
 )  # fmt: skip
 
 
-@settings(max_examples=n(20))
+@settings(max_examples=n(12))
 @given(SWEEP_LINES)
 def test_cli_sweep_validation(lines: list[str]) -> None:
     """``paccp sweep``: a bad sweep file is one line, exit 2, before any point runs."""

@@ -649,19 +649,27 @@ def parse_scenario(obj: dict[str, Any], where: str = "scenario") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a TOML scenario file."""
+    return parse_scenario(read_toml_file(path, "scenario file"), where=str(path))
+
+
+def read_toml_file(path: str | Path, what: str = "file") -> dict[str, Any]:
+    """Read a TOML file; one-line UserError naming the file (and line) when it is missing, unreadable,
+    not UTF-8 or malformed."""
     p = Path(path)
     try:
         if not p.is_file():
-            raise UserError(f"{p}: no such scenario file")
+            raise UserError(f"{p}: no such {what}")
         data = p.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{p}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise UserError(
+            f"{str(p)[:200]!r}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UserError(f"{p} line {line}: not UTF-8 text (byte {exc.start})") from None
-    return parse_scenario(parse_toml(text, str(p)), where=str(p))
+    return parse_toml(text, str(p))
 
 
 def parse_toml(text: str, where: str) -> dict[str, Any]:

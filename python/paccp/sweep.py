@@ -39,11 +39,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tomllib
-
 from paccp.cos import from_label
 from paccp.errors import UserError
-from paccp.limits import MAX_RATE_BPS
+from paccp.limits import INT64_MAX, MAX_RATE_BPS
 from paccp.metrics import fct_norm_to_be, flow_stats, headline, meet_rates, with_deadlines
 from paccp.units import parse_rate_bps
 from paccp.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
@@ -389,25 +387,25 @@ def apply_param(scenario: dict[str, Any], name: str, value: Any) -> None:
     """Apply one grid value: ``load``/``workload`` shortcuts, ``seed``, or a dotted scenario path."""
     if name in ("load", "workload"):
         arr = scenario.get("arrivals")
-        if not arr:
+        if not arr or not isinstance(arr, list) or not all(isinstance(a, dict) for a in arr):
             raise UserError(f"grid: {name!r} needs a scenario with [[arrivals]]")
         for a in arr:
             a[name] = value
             if name == "load":
                 a.pop("rate_per_s", None)
     elif name == "seed":
-        scenario.setdefault("run", {})["seed"] = value
+        run = scenario.setdefault("run", {})
+        if not isinstance(run, dict):
+            raise UserError("grid: the scenario's [run] is not a table")
+        run["seed"] = value
     else:
         set_path(scenario, name, value)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: malformed TOML ({exc})") from None
+    from paccp.scenario import read_toml_file
+
+    return read_toml_file(path)
 
 
 def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -431,19 +429,28 @@ def load_sweep(path: Path) -> tuple[str, list[Point]]:
     bad = set(sw) - {"name", "scenario", "seeds", "deadline"}
     if bad:
         raise UserError(f"{path}: unknown [sweep] key(s) {sorted(bad)}")
-    grid = dict(doc.get("grid", {}))
+    grid_doc = doc.get("grid", {})
+    if not isinstance(grid_doc, dict):
+        raise UserError(f"{path}: [grid] must be a table")
+    grid = dict(grid_doc)
     bases = grid.pop("scenario", None) or [sw.get("scenario")]
     if bases == [None]:
         raise UserError(f"{path}: give [sweep] scenario = 'FILE' (or a 'scenario' list in [grid])")
     seeds = sw.get("seeds", [1])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise UserError(f"{path}: seeds must be a non-empty list of integers >= 0")
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= INT64_MAX for s in seeds)
+    ):
+        raise UserError(f"{path}: seeds must be a non-empty list of integers 0..{INT64_MAX}")
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        raise UserError(f"{path}: scenario must be a file name (or a list of them in [grid])")
     deadline = sw.get("deadline")
     deadline_rule(deadline)  # validate early
     combos = expand_grid(grid) if grid else [{}]
     points: list[Point] = []
     for base in bases:
-        base_path = (path.parent / str(base)).resolve()
+        base_path = path.parent / base
         base_doc = _read_toml(base_path)
         for combo in combos:
             for seed in seeds:

@@ -33,7 +33,7 @@ from typing import Any
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.metrics import SIZE_GROUPS, combine_seeds
 from paccp.outdir import write_text_atomic
-from paccp.sweep import Point, run_points
+from paccp.sweep import Point, resolve, run_points
 
 LOAD_DEFINITION = (
     "load = offered inter-rack traffic / total leaf-to-spine capacity (leaves x spines x fabric rate); "
@@ -475,8 +475,8 @@ def print_table(summary: dict[str, Any]) -> None:
 def run_spec(spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: bool = True) -> dict[str, Any]:
     """Run (or resume from the cache) one experiment and write its outputs."""
     out = opts.out_dir / spec.id
+    points = [resolve(p) for p in build_points(spec, opts, out)]  # every point validated before any work
     out.mkdir(parents=True, exist_ok=True)
-    points = build_points(spec, opts, out)
     results = run_points(points, out, workers=workers, progress=show)
     keys = ("workload", "load", "rcos") if spec.kind == "rcos" else ("workload", "load")
     rows = aggregate(results, keys)
