@@ -1,4 +1,4 @@
-//! The event queue: integer time, a binary heap and the same-instant order.
+//! The event queue: integer time, a 4-ary heap and the same-instant order.
 //!
 //! Events are small `Copy` values in a 4-ary min-heap keyed by (time, instant scheduled at, insertion
 //! sequence), so simultaneous events run in the order of the instant they were scheduled at, then in
