@@ -266,6 +266,68 @@ class Vm(_M):
     tenant: str | None = None
 
 
+SOFTBW_KINDS: tuple[str, ...] = ("strict", "dynamic", "fair", "best_effort")
+
+
+class SoftBWGuarantee(_M):
+    """``[[softbw.guarantees]]``: one VM's SoftBW guarantee (scheme ``softbw``).
+
+    ``strict``: rate B. ``dynamic``: ``size`` S by ``deadline`` T after ``start`` (B is re-derived every
+    billing cycle as residual size / residual time). ``fair``: VM-level fair share. ``best_effort``: none.
+    """
+
+    vm: str = Field(min_length=1)
+    kind: str
+    rate: Rate | None = None
+    size: Size | None = None
+    deadline: Duration | None = None
+    start: Duration = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> SoftBWGuarantee:
+        if self.kind not in SOFTBW_KINDS:
+            raise ValueError(f"unknown guarantee kind {self.kind!r} (expected {', '.join(SOFTBW_KINDS)})")
+        if self.kind == "strict" and (self.rate is None or self.rate <= 0):
+            raise ValueError(f"a strict guarantee needs rate B > 0, got {self.rate}")
+        if self.kind != "strict" and self.rate is not None:
+            raise ValueError(f"rate is the strict guarantee's B; a {self.kind} guarantee has none")
+        if self.kind == "dynamic":
+            if self.size is None or self.size <= 0 or self.deadline is None or self.deadline <= 0:
+                raise ValueError("a dynamic guarantee needs size S > 0 and deadline T > 0")
+        elif self.size is not None or self.deadline is not None:
+            raise ValueError(f"size and deadline belong to a dynamic guarantee, not {self.kind}")
+        return self
+
+    @property
+    def sold_bps(self) -> float:
+        """The bandwidth this guarantee commits on its host: B (strict), S/T (dynamic), else 0."""
+        if self.kind == "strict":
+            return float(self.rate or 0)
+        if self.kind == "dynamic":
+            return 8e9 * (self.size or 0) / (self.deadline or 1)
+        return 0.0
+
+
+class SoftBWCfg(_M):
+    """``[softbw]``: guarantees per VM and the over-commitment allowed per host (guarantees <= N x port)."""
+
+    overcommit: float = Field(default=1.0, description="N: sum of a host's guarantees up to N x its port")
+    host_overcommit: dict[str, float] = Field(default_factory=dict, description="per-host N")
+    billing_cycle: Duration = Field(default=parse_duration_ns("10ms"), gt=0)
+    guarantees: list[SoftBWGuarantee] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> SoftBWCfg:
+        for name, n in [("overcommit", self.overcommit), *self.host_overcommit.items()]:
+            if not n >= 1.0:
+                raise ValueError(f"over-commitment must be >= 1 (guarantees up to N x the port), {name} = {n:g}")
+        return self
+
+    def factor(self, host: str) -> float:
+        """The over-commitment factor N of ``host``."""
+        return self.host_overcommit.get(host, self.overcommit)
+
+
 class Change(_M):
     """An FBP upgrade/downgrade of a flow at time ``at``."""
 
@@ -372,6 +434,7 @@ class Scenario(_M):
     vms: list[Vm] = Field(default_factory=list)
     flows: list[FlowCfg] = Field(default_factory=list)
     arrivals: list[ArrivalsCfg] = Field(default_factory=list)
+    softbw: SoftBWCfg | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -505,6 +568,33 @@ def _semantic_checks(sc: Scenario) -> None:
             raise UserError(f"{where}.workload: {exc.message}") from None
     if not sc.flows and not sc.arrivals:
         raise UserError("scenario: no [[flows]] and no [[arrivals]]: nothing to simulate")
+    if sc.softbw is not None:
+        _check_softbw(sc.softbw, vm_ids, host_set, topo)
+
+
+def _check_softbw(cfg: SoftBWCfg, vm_ids: dict[str, Vm], host_set: set[str], topo: Topology) -> None:
+    """Guarantees name known VMs (one each); each host's guarantees fit N x its port."""
+    for h in cfg.host_overcommit:
+        if h not in host_set:
+            raise UserError(f"softbw.host_overcommit: unknown host {h!r}")
+    sold: dict[str, float] = {}
+    seen: set[str] = set()
+    for k, g in enumerate(cfg.guarantees):
+        where = f"softbw.guarantees[{k}]"
+        if g.vm not in vm_ids:
+            raise UserError(f"{where}.vm: unknown VM {g.vm!r}")
+        if g.vm in seen:
+            raise UserError(f"{where}.vm: a second guarantee for VM {g.vm!r}")
+        seen.add(g.vm)
+        host = vm_ids[g.vm].host
+        sold[host] = sold.get(host, 0.0) + g.sold_bps
+    for host, total in sold.items():
+        limit = cfg.factor(host) * access_rate_bps(topo, host)
+        if total > limit * (1 + 1e-12):
+            raise UserError(
+                f"softbw.guarantees: host {host!r} sells {total / 1e9:g} Gb/s of guarantees, above "
+                f"N x port = {cfg.factor(host):g} x {access_rate_bps(topo, host) / 1e9:g} Gb/s"
+            )
 
 
 def _fmt_validation(exc: ValidationError) -> str:
