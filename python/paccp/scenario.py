@@ -589,12 +589,16 @@ def _check_softbw(cfg: SoftBWCfg, vm_ids: dict[str, Vm], host_set: set[str], top
         host = vm_ids[g.vm].host
         sold[host] = sold.get(host, 0.0) + g.sold_bps
     for host, total in sold.items():
-        limit = cfg.factor(host) * access_rate_bps(topo, host)
-        if total > limit * (1 + 1e-12):
-            raise UserError(
-                f"softbw.guarantees: host {host!r} sells {total / 1e9:g} Gb/s of guarantees, above "
-                f"N x port = {cfg.factor(host):g} x {access_rate_bps(topo, host) / 1e9:g} Gb/s"
-            )
+        check_softbw_host(cfg, host, total, access_rate_bps(topo, host))
+
+
+def check_softbw_host(cfg: SoftBWCfg, host: str, sold_bps: float, port_bps: float) -> None:
+    """A host may sell guarantees (strict B, dynamic S/T) up to N x its port; UserError if it sells more."""
+    if sold_bps > cfg.factor(host) * port_bps * (1 + 1e-12):
+        raise UserError(
+            f"softbw.guarantees: host {host!r} sells {sold_bps / 1e9:g} Gb/s of guarantees, above "
+            f"N x port = {cfg.factor(host):g} x {port_bps / 1e9:g} Gb/s"
+        )
 
 
 def _fmt_validation(exc: ValidationError) -> str:

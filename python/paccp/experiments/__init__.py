@@ -50,6 +50,7 @@ _MODULES: tuple[str, ...] = (
     "paccp.experiments.longlived",  # fig4a, fig4c, fig5 (simulation-engine issue)
     "paccp.experiments.workload",  # rcos, fig8-fig11 (workload issue)
     "paccp.experiments.softbw_oc",  # softbw-oc (SoftBW issue)
+    "paccp.experiments.softbw_price",  # softbw-price (SoftBW issue)
 )
 
 
