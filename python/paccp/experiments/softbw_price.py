@@ -18,9 +18,6 @@ per-cycle table.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from decimal import Decimal
@@ -76,14 +73,15 @@ def config() -> SoftBWCfg:
 
 
 def _paccp(*args: str) -> str:
-    """Run the real CLI (``python -m paccp.cli``); return stdout; raise with its stderr on failure."""
-    env = {**os.environ, "COLUMNS": "200"}  # rich tables unwrapped in the saved text
-    proc = subprocess.run(
-        [sys.executable, "-m", "paccp.cli", *args], capture_output=True, text=True, check=False, env=env
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"paccp {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout
+    """Run a ``paccp`` command in-process (the CLI's own code path); return its output, raise on failure."""
+    from typer.testing import CliRunner
+
+    from paccp.cli import app
+
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})  # rich tables unwrapped in saved text
+    if res.exit_code != 0:
+        raise RuntimeError(f"paccp {' '.join(args)} failed ({res.exit_code}): {res.output.strip()} {res.exception!r}")
+    return res.output
 
 
 def expected_totals(cycles: list[dict[str, Any]], jobs: list[dict[str, Any]], p0: float, beta: float) -> dict[str, float]:
