@@ -48,8 +48,12 @@ def test_allocate_properties_on_random_hosts() -> None:
 
 def test_allocation_examples() -> None:
     cap = np.array([10.0])
-    np.testing.assert_allclose(allocate(np.array([[10.0, 10, 1]]), np.array([[4.0, 4, 4]]), cap), [[4.5, 4.5, 1]])
-    np.testing.assert_allclose(allocate(np.array([[10.0, 10, 10]]), np.array([[8.0, 4, 4]]), cap), [[5, 2.5, 2.5]])
+    np.testing.assert_allclose(
+        allocate(np.array([[10.0, 10, 1]]), np.array([[4.0, 4, 4]]), cap), [[4.5, 4.5, 1]]
+    )
+    np.testing.assert_allclose(
+        allocate(np.array([[10.0, 10, 10]]), np.array([[8.0, 4, 4]]), cap), [[5, 2.5, 2.5]]
+    )
     np.testing.assert_allclose(allocate(np.array([[10.0, 0, 1]]), np.array([[4.0, 4, 0]]), cap), [[9, 0, 1]])
 
 
@@ -121,12 +125,18 @@ def test_softbw_schema_accepts_every_kind() -> None:
 @pytest.mark.parametrize(
     ("softbw", "message"),
     [
-        ({"guarantees": [{"vm": "a", "kind": "strict", "rate": "0Gbit"}]}, "strict guarantee needs rate B > 0"),
+        (
+            {"guarantees": [{"vm": "a", "kind": "strict", "rate": "0Gbit"}]},
+            "strict guarantee needs rate B > 0",
+        ),
         ({"guarantees": [{"vm": "a", "kind": "strict"}]}, "strict guarantee needs rate B > 0"),
         ({"overcommit": 0.5}, "over-commitment must be >= 1"),
         ({"host_overcommit": {"l0": 0.9}}, "over-commitment must be >= 1"),
         ({"guarantees": [{"vm": "a", "kind": "gold"}]}, "unknown guarantee kind 'gold'"),
-        ({"guarantees": [{"vm": "a", "kind": "dynamic", "size": "1MB"}]}, "needs size S > 0 and deadline T > 0"),
+        (
+            {"guarantees": [{"vm": "a", "kind": "dynamic", "size": "1MB"}]},
+            "needs size S > 0 and deadline T > 0",
+        ),
         ({"guarantees": [{"vm": "zz", "kind": "fair"}]}, "unknown VM 'zz'"),
         ({"guarantees": [{"vm": "a", "kind": "strict", "rate": "11Gbit"}]}, "above N x port"),
         ({"host_overcommit": {"nope": 2}}, "unknown host 'nope'"),
@@ -141,12 +151,16 @@ def test_softbw_schema_rejects_bad_input(softbw: dict[str, Any], message: str) -
 def test_bad_softbw_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "bad.toml"
     p.write_text(
-        '[topology]\nkind = "dumbbell"\nleft_hosts = 1\nright_hosts = 1\nbottleneck_rate = "10Gbit"\n[[vms]]\nid = "a"\nhost = "l0"\n'
+        '[topology]\nkind = "dumbbell"\nleft_hosts = 1\nright_hosts = 1\nbottleneck_rate = "10Gbit"\n'
+        '[[vms]]\nid = "a"\nhost = "l0"\n'
         '[[flows]]\nid = "f"\nsrc = "l0"\ndst = "r0"\nvm = "a"\n'
         '[softbw]\noverit = 1\n[[softbw.guarantees]]\nvm = "a"\nkind = "strict"\nrate = "-1Gbit"\n'
     )
-    for text, want in ((p.read_text(), "softbw.overit: unknown key"),
-                       (p.read_text().replace("overit", "overcommit"), "strict guarantee needs rate B > 0")):  # fmt: skip
+    cases = [
+        (p.read_text(), "softbw.overit: unknown key"),
+        (p.read_text().replace("overit", "overcommit"), "strict guarantee needs rate B > 0"),
+    ]
+    for text, want in cases:
         p.write_text(text)
         with pytest.raises(SystemExit) as exc:
             main(["run", str(p), "--out", str(tmp_path / "out")])

@@ -320,7 +320,9 @@ class SoftBWCfg(_M):
     def _check(self) -> SoftBWCfg:
         for name, n in [("overcommit", self.overcommit), *self.host_overcommit.items()]:
             if not n >= 1.0:
-                raise ValueError(f"over-commitment must be >= 1 (guarantees up to N x the port), {name} = {n:g}")
+                raise ValueError(
+                    f"over-commitment must be >= 1 (guarantees up to N x the port), {name} = {n:g}"
+                )
         return self
 
     def factor(self, host: str) -> float:

@@ -183,7 +183,8 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
         )
         out.append(
             _check(
-                f"[{m}] strict at 4x: share of VMs with at least one failed interval, within 25 % of the slides",
+                f"[{m}] strict at 4x: share of VMs with at least one failed interval, "
+                "within 25 % of the slides",
                 f"{_pct(PAPER['strict_vm_fail_4x'], 1)} (91.7 % never fail)",
                 f"{_pct(s4['vms_ever_failed'], 1)} (per VM-interval {_pct(s4['fail_per_vm_interval'], 3)})",
                 abs(s4["vms_ever_failed"] / PAPER["strict_vm_fail_4x"] - 1) <= 0.25,
@@ -191,7 +192,8 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
         )
         out.append(
             _check(
-                f"[{m}] strict at 4x: failed seconds per VM, 99.9th percentile and worst (of {s4['intervals']} s)",
+                f"[{m}] strict at 4x: failed seconds per VM, 99.9th percentile and worst "
+                f"(of {s4['intervals']} s)",
                 "< 5 s; worst 10 s",
                 f"{s4['fail_seconds_p999']:.0f} s; worst {s4['fail_seconds_max']:.0f} s",
                 None,
@@ -234,8 +236,8 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
     worst = max(checked, key=lambda g: abs(g["rel_error"])) if checked else None
     out.append(
         _check(
-            f"simulated overload probability within 10 % of the analytic P_n (exponential demands; {len(checked)} "
-            f"grid points with >= {MIN_EXPECTED:.0f} expected events)",
+            "simulated overload probability within 10 % of the analytic P_n (exponential demands; "
+            f"{len(checked)} grid points with >= {MIN_EXPECTED:.0f} expected events)",
             "P_n = e^{-aC} sum (aC)^(i-1)/(i-1)!",
             "no point checked"
             if worst is None
@@ -268,7 +270,10 @@ def plots(rows: list[dict[str, Any]], grid: list[dict[str, Any]], out: Path) -> 
         for kind, ls in (("strict", "-"), ("dynamic", "--")):
             sel = [r for r in rows if r["model"] == m and r["kind"] == kind]
             ax.plot(
-                [r["overcommit"] for r in sel], [100 * r["utilisation"] for r in sel], "o" + ls, label=f"{m} {kind}"
+                [r["overcommit"] for r in sel],
+                [100 * r["utilisation"] for r in sel],
+                "o" + ls,
+                label=f"{m} {kind}",
             )
     ax.plot([1, 4], [100 * PAPER["util_1x"], 100 * PAPER["util_4x"]], "k*", ms=12, label="slides")
     ax.set_xlabel("over-commitment N")
@@ -284,7 +289,9 @@ def plots(rows: list[dict[str, Any]], grid: list[dict[str, Any]], out: Path) -> 
     for m in MODELS:
         st = [r for r in rows if r["model"] == m and r["kind"] == "strict"]
         dy = [r for r in rows if r["model"] == m and r["kind"] == "dynamic"]
-        ax.plot([r["overcommit"] for r in st], [100 * r["vms_ever_failed"] for r in st], "o-", label=f"{m} strict")
+        ax.plot(
+            [r["overcommit"] for r in st], [100 * r["vms_ever_failed"] for r in st], "o-", label=f"{m} strict"
+        )
         ax.plot([r["overcommit"] for r in dy], [100 * r["late"] for r in dy], "s--", label=f"{m} dynamic")
     ax.plot([4], [100 * PAPER["strict_vm_fail_4x"]], "k*", ms=12, label="slides strict (VMs)")
     ax.plot([4], [100 * PAPER["dynamic_late_4x"]], "kx", ms=10, label="slides dynamic (jobs)")
@@ -362,8 +369,8 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
             "intervals": intervals,
             "capacity_bps": CAPACITY_BPS,
             "guarantee": "B = N C / 4 per VM",
-            "dynamic_jobs": f"demand of each {JOB_WINDOW_S} s block (capped at B per second) is one job due at "
-            "the block's end",
+            "dynamic_jobs": f"demand of each {JOB_WINDOW_S} s block (at most B x the block) is one job "
+            "due at the block's end",
             "demand_models": {k: m.describe() for k, m in MODELS.items()},
             "analytic_checked_when_expected_events_at_least": MIN_EXPECTED,
         },

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,11 @@ def config() -> SoftBWCfg:
             g["deadline"] = f"{JOB_WINDOW_S}s"
         guarantees.append(g)
     cfg = SoftBWCfg.model_validate(
-        {"host_overcommit": {h: n for h, (_t, n) in HOSTS.items()}, "billing_cycle": "1s", "guarantees": guarantees}
+        {
+            "host_overcommit": {h: n for h, (_t, n) in HOSTS.items()},
+            "billing_cycle": "1s",
+            "guarantees": guarantees,
+        }
     )
     for h in HOSTS:
         sold = sum(g.sold_bps for g, v in zip(cfg.guarantees, VMS, strict=True) if v[0] == h)
@@ -80,11 +84,15 @@ def _paccp(*args: str) -> str:
 
     res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})  # rich tables unwrapped in saved text
     if res.exit_code != 0:
-        raise RuntimeError(f"paccp {' '.join(args)} failed ({res.exit_code}): {res.output.strip()} {res.exception!r}")
+        raise RuntimeError(
+            f"paccp {' '.join(args)} failed ({res.exit_code}): {res.output.strip()} {res.exception!r}"
+        )
     return res.output
 
 
-def expected_totals(cycles: list[dict[str, Any]], jobs: list[dict[str, Any]], p0: float, beta: float) -> dict[str, float]:
+def expected_totals(
+    cycles: list[dict[str, Any]], jobs: list[dict[str, Any]], p0: float, beta: float
+) -> dict[str, float]:
     """Independent float evaluation of the slides' prices per tenant (for the cross-check only)."""
     c_g = CAPACITY_BPS / G
     p1 = beta * p0
@@ -150,11 +158,23 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     _paccp("bill", "ingest", str(run_dir / "usage.jsonl"), "--db", str(db))
     for tenant in sorted({t for t, _n in HOSTS.values()}):
         invoices[tenant] = json.loads(
-            _paccp("bill", "invoice", "--tenant", tenant, "--period", PERIOD, "--db", str(db), "--json",
-                   "--csv", str(out / f"invoice-{tenant}.csv"))  # fmt: skip
+            _paccp(
+                "bill",
+                "invoice",
+                "--tenant",
+                tenant,
+                "--period",
+                PERIOD,
+                "--db",
+                str(db),
+                "--json",
+                "--csv",
+                str(out / f"invoice-{tenant}.csv"),
+            )
         )
         (out / f"invoice-{tenant}.txt").write_text(
-            _paccp("bill", "invoice", "--tenant", tenant, "--period", PERIOD, "--db", str(db)), encoding="utf-8"
+            _paccp("bill", "invoice", "--tenant", tenant, "--period", PERIOD, "--db", str(db)),
+            encoding="utf-8",
         )
     cons = json.loads(_paccp("price", "consistency", str(run_dir), "--model", "softbw", "--json"))
     (out / "consistency.txt").write_text(_paccp("price", "consistency", str(run_dir), "--model", "softbw"))
@@ -162,13 +182,12 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     assert book.softbw is not None
     jobs = [r.model_dump() for r in records if r.guarantee == "dynamic"]
     expect = expected_totals(cycles, jobs, float(book.softbw.p0), float(book.softbw.beta))
-    exact = {
-        t: sum((ln.exact_amount for ln in charge([r for r in records if r.tenant == t], "softbw", book, 0, 2**63 - 1)),
-               Decimal(0))
-        for t in invoices
-    }  # fmt: skip
-    checks = make_checks(invoices, cons, expect, {t: (v, book.rounding.money(v)) for t, v in exact.items()}, jobs,
-                         cycles)  # fmt: skip
+    exact: dict[str, tuple[Decimal, Decimal]] = {}
+    for t in invoices:
+        lines = charge([r for r in records if r.tenant == t], "softbw", book, 0, 2**63 - 1)
+        ex = sum((ln.exact_amount for ln in lines), Decimal(0))
+        exact[t] = (ex, book.rounding.money(ex))
+    checks = make_checks(invoices, cons, expect, exact, jobs, cycles)
     plot(cycles, out)
     summary: dict[str, Any] = {
         "kind": "experiment",
@@ -181,7 +200,9 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
             "cycle_s": 1,
             "capacity_bps": CAPACITY_BPS,
             "hosts": {h: {"tenant": t, "overcommit": nn} for h, (t, nn) in HOSTS.items()},
-            "vms": [{"host": h, "vm": v, "kind": k, "b_bps": b, "mean_demand_bps": d} for h, v, k, b, d in VMS],
+            "vms": [
+                {"host": h, "vm": v, "kind": k, "b_bps": b, "mean_demand_bps": d} for h, v, k, b, d in VMS
+            ],
             "demand": "i.i.d. exponential per VM and 1 s cycle",
             "dynamic_jobs": f"{JOB_WINDOW_S} s blocks",
             "guarantees_schema": cfg.model_dump(mode="json"),
@@ -218,8 +239,8 @@ def make_checks(
         want = expect.get(t, 0.0)
         out.append(
             _check(
-                f"{t}: `paccp bill` invoice = the exact charge rounded once, and the exact charge = the slides' "
-                "formulas evaluated independently (floats) on the cycle table (relative 1e-6)",
+                f"{t}: `paccp bill` invoice = the exact charge rounded once, and the exact charge = the "
+                "slides' formulas evaluated independently (floats) on the cycle table (relative 1e-6)",
                 "strict r(1+B/C)P0 (+ fair share above B), dynamic r(1+S/TC)P1, fair r(r/C)P1, BE free",
                 f"invoice {inv['total']}, exact {ex:.6f}, formulas {want:.6f}",
                 inv["total"] == str(rounded) and abs(float(ex) - want) <= 1e-6 * max(want, 1e-12),
@@ -227,7 +248,10 @@ def make_checks(
         )
     late = [j for j in jobs if not j["deadline_met"]]
     late_lines = [
-        ln for inv in invoices.values() for ln in inv["lines"] if ln["description"].startswith("dynamic, deadline missed")
+        ln
+        for inv in invoices.values()
+        for ln in inv["lines"]
+        if ln["description"].startswith("dynamic, deadline missed")
     ]
     out.append(
         _check(
@@ -239,7 +263,9 @@ def make_checks(
         )
     )
     above = [c for c in cycles if c["kind"] == "strict" and c["rate_bps"] > c["sold_bps"]]
-    above_lines = [ln for inv in invoices.values() for ln in inv["lines"] if ln["description"].startswith("above B")]
+    above_lines = [
+        ln for inv in invoices.values() for ln in inv["lines"] if ln["description"].startswith("above B")
+    ]
     out.append(
         _check(
             "traffic above a strict B is charged as fair share (its own line, x(x/C)P1)",
@@ -255,7 +281,8 @@ def make_checks(
         _check(
             "who gets less pays less: every VM that got less than it was owed pays less than full price",
             "price-performance consistency",
-            ", ".join(f"{v['vm']} perf {v['perf_ratio']:.3f} price {v['price_ratio']:.3f}" for v in worse) or "none short",
+            ", ".join(f"{v['vm']} perf {v['perf_ratio']:.3f} price {v['price_ratio']:.3f}" for v in worse)
+            or "none short",
             None if not worse else all(v["price_ratio"] < 1 for v in worse),
         )
     )

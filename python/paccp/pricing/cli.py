@@ -202,7 +202,11 @@ def consistency_cmd(
 
         vms = sbw.softbw_consistency(run_dir, bk, tolerance)
         if as_json:
-            print(json.dumps({"model": "softbw", "tolerance": tolerance, "vms": [v.to_json() for v in vms]}, indent=2))
+            print(
+                json.dumps(
+                    {"model": "softbw", "tolerance": tolerance, "vms": [v.to_json() for v in vms]}, indent=2
+                )
+            )
         else:
             sbw.print_table(vms, bk.currency, tolerance)
         return

@@ -96,7 +96,7 @@ def softbw_consistency(run_dir: str | Path, book: PriceBook, tolerance: float = 
                         tenant=c["tenant"],
                         vm=vm,
                         cos=COS[kind],  # type: ignore[arg-type]
-                        theta_bps=int(round(c["sold_bps"])) if kind == "strict" else 0,
+                        theta_bps=round(c["sold_bps"]) if kind == "strict" else 0,
                         omega=Decimal(1),
                         start_ns=c["start_ns"],
                         end_ns=c["end_ns"],

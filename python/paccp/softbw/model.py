@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -115,7 +115,7 @@ class DemandModel:
     def __post_init__(self) -> None:
         if self.kind not in ("exponential", "onoff"):
             raise ValueError(f"unknown demand model {self.kind!r} (expected exponential or onoff)")
-        if not 0 < self.rho and 0 < self.on_frac < 1 and self.mean_on_s >= 1 and self.beta_a > 0:
+        if not (self.rho > 0 and 0 < self.on_frac < 1 and self.mean_on_s >= 1 and self.beta_a > 0):
             raise ValueError("demand model: need rho > 0, 0 < on_frac < 1, mean_on_s >= 1, beta_a > 0")
 
     @property
@@ -128,8 +128,9 @@ class DemandModel:
         if self.kind == "exponential":
             return f"i.i.d. exponential per VM and 1 s interval, mean {self.rho:g} B"
         return (
-            f"ON/OFF per VM (Markov, mean ON {self.mean_on_s:g} s; per-VM ON fraction ~ Beta({self.beta_a:g}, "
-            f"{self.beta_b:g}), mean {self.on_frac:g}); ON demand exponential, mean {self.rho / self.on_frac:g} B"
+            f"ON/OFF per VM (Markov, mean ON {self.mean_on_s:g} s; per-VM ON fraction ~ "
+            f"Beta({self.beta_a:g}, {self.beta_b:g}), mean {self.on_frac:g}); ON demand exponential, "
+            f"mean {self.rho / self.on_frac:g} B"
         )
 
     def relative(self, rng: np.random.Generator, t: int, shape: tuple[int, ...]) -> Arr:
@@ -223,14 +224,19 @@ def simulate(
     rate = np.zeros_like(demand_bps)
     gua = np.zeros_like(demand_bps)
     asked = np.zeros_like(demand_bps)
-    blocks = [(t, np.minimum(demand_bps[t : t + job_window, hi, vi].sum(axis=0), sold_bps[hi, vi] * job_window))
-              for t in range(0, t_n, job_window)]  # fmt: skip
+    most = sold_bps[hi, vi] * job_window  # a job's S is at most B T
+    blocks = [
+        (t, np.minimum(demand_bps[t : t + job_window, hi, vi].sum(axis=0), most))
+        for t in range(0, t_n, job_window)
+    ]
     new_of = [np.nonzero(size > 0)[0] for _t, size in blocks]
     first = np.cumsum([0] + [len(k) for k in new_of])
     jobs = Jobs(
         host=np.concatenate([hi[k] for k in new_of]) if n_dyn else np.zeros(0, dtype=np.int64),
         vm=np.concatenate([vi[k] for k in new_of]) if n_dyn else np.zeros(0, dtype=np.int64),
-        start_s=np.concatenate([np.full(len(k), float(t)) for (t, _s), k in zip(blocks, new_of, strict=True)]),
+        start_s=np.concatenate(
+            [np.full(len(k), float(t)) for (t, _s), k in zip(blocks, new_of, strict=True)]
+        ),
         deadline_s=np.concatenate(
             [np.full(len(k), float(t + job_window)) for (t, _s), k in zip(blocks, new_of, strict=True)]
         ),
@@ -253,7 +259,9 @@ def simulate(
     if not n_dyn:  # no state carried between intervals: allocate many intervals at once
         for t in range(0, t_n, 64):
             d = demand_bps[t : t + 64]
-            rate[t : t + 64] = allocate(d, np.broadcast_to(static_b, d.shape), np.broadcast_to(cap, d.shape[:2]))
+            rate[t : t + 64] = allocate(
+                d, np.broadcast_to(static_b, d.shape), np.broadcast_to(cap, d.shape[:2])
+            )
             gua[t : t + 64], asked[t : t + 64] = static_b, d
             if progress is not None:
                 progress(min(t + 64, t_n) - 1)
@@ -284,7 +292,11 @@ def simulate(
         got = r[hi, vi]
         to_late = np.minimum(got, late_r)
         to_cur = np.minimum(got - to_late, cur_r)
-        tr.late_job[t], tr.late_bits[t], tr.late_b[t] = np.where(late_r > 0, late_j, -1), to_late, b_late * scale
+        tr.late_job[t], tr.late_bits[t], tr.late_b[t] = (
+            np.where(late_r > 0, late_j, -1),
+            to_late,
+            b_late * scale,
+        )
         tr.cur_job[t], tr.cur_bits[t], tr.cur_b[t] = np.where(cur_r > 0, cur_j, -1), to_cur, b_cur * scale
         done_late = (late_r > 0) & (to_late >= late_r * (1 - _REL))
         if done_late.any():

@@ -53,7 +53,7 @@ def usage_records(run: Run, vms: list[VmMeta], epoch_ns: int, run_id: str) -> li
         if kind == DYNAMIC:
             continue
         bits = run.rate_bps[:, m.host, m.slot] * run.cycle_s
-        theta = int(round(run.sold_bps[m.host, m.slot])) if kind == STRICT else 0
+        theta = round(run.sold_bps[m.host, m.slot]) if kind == STRICT else 0
         for t in np.nonzero(bits > 0)[0].tolist():
             out.append(
                 UsageRecord(
@@ -100,12 +100,12 @@ def _job_records(run: Run, vms: list[VmMeta], epoch_ns: int, run_id: str) -> lis
                 vm=m.vm,
                 flow_id=f"job{k}",
                 cos="mrg",
-                theta_bps=max(1, int(round(j.size_bits[k] / window))),
+                theta_bps=max(1, round(j.size_bits[k] / window)),
                 omega=Decimal(1),
-                start_ns=epoch_ns + int(round(j.start_s[k] * NS)),
-                end_ns=epoch_ns + max(int(round(end * NS)), int(round(j.start_s[k] * NS)) + 1),
+                start_ns=epoch_ns + round(j.start_s[k] * NS),
+                end_ns=epoch_ns + max(round(end * NS), round(j.start_s[k] * NS) + 1),
                 bytes=int(delivered[k] // 8),
-                deadline_ns=epoch_ns + int(round(j.deadline_s[k] * NS)),
+                deadline_ns=epoch_ns + round(j.deadline_s[k] * NS),
                 deadline_met=bool(met),
                 guarantee="dynamic",
             )
