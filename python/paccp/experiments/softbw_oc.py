@@ -217,11 +217,12 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
         )
         out.append(
             _check(
-                f"[{m}] at 4x dynamic guarantees fail less often than strict ones (late jobs vs VM-intervals "
-                "short of min(demand, B))",
+                f"[{m}] at 4x dynamic guarantees fail less often than strict ones (slides' measures: late "
+                "jobs vs VMs with a failed interval; per VM too)",
                 "1.55 % vs 8.3 %",
-                f"{_pct(d4['late'])} vs {_pct(s4['short_of_min_d_b_per_vm_interval'])}",
-                d4["late"] < s4["short_of_min_d_b_per_vm_interval"],
+                f"{_pct(d4['late'])} vs {_pct(s4['vms_ever_failed'])}; VMs with a late job "
+                f"{_pct(d4['vms_ever_late'])}",
+                d4["late"] < s4["vms_ever_failed"] and d4["vms_ever_late"] <= s4["vms_ever_failed"],
             )
         )
         out.append(
