@@ -213,3 +213,26 @@ def test_softbw_price_quick(quick: Path) -> None:
     inv = json.loads((out / "summary.json").read_text())["invoices"]
     assert set(inv) == {"acme", "globex"} and all(float(v["total"]) > 0 for v in inv.values())
     assert (out / "rates.png").is_file() and (out / "invoice-globex.csv").is_file()
+
+
+def test_softbw_consistency_flags_overbilling(quick: Path, tmp_path: Path) -> None:
+    """The check can fail: bill a strict VM for 1.5x the bytes it got and it pays more than it gets."""
+    import shutil
+
+    from paccp.pricing.book import load_book
+    from paccp.pricing.softbw_consistency import softbw_consistency
+    from paccp.usage import write_usage
+
+    run = tmp_path / "run"
+    shutil.copytree(quick / "softbw-price" / "run", run)
+    book, _ = load_book()
+    before = {v.vm: v for v in softbw_consistency(run, book)}
+    assert not any(v.flagged for v in before.values())
+    recs = [
+        r.model_copy(update={"bytes": r.bytes * 3 // 2}) if r.vm == "globex-strict-a" else r
+        for r in read_usage(run / "usage.jsonl")
+    ]
+    write_usage(recs, run / "usage.jsonl")
+    after = {v.vm: v for v in softbw_consistency(run, book)}
+    assert after["globex-strict-a"].flagged
+    assert [vm for vm, v in after.items() if v.flagged] == ["globex-strict-a"]
