@@ -150,23 +150,29 @@ def test_softbw_schema_rejects_bad_input(softbw: dict[str, Any], message: str) -
 
 def test_bad_softbw_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "bad.toml"
-    p.write_text(
+    base = (
         '[topology]\nkind = "dumbbell"\nleft_hosts = 1\nright_hosts = 1\nbottleneck_rate = "10Gbit"\n'
         '[[vms]]\nid = "a"\nhost = "l0"\n'
         '[[flows]]\nid = "f"\nsrc = "l0"\ndst = "r0"\nvm = "a"\n'
-        '[softbw]\noverit = 1\n[[softbw.guarantees]]\nvm = "a"\nkind = "strict"\nrate = "-1Gbit"\n'
     )
     cases = [
-        (p.read_text(), "softbw.overit: unknown key"),
-        (p.read_text().replace("overit", "overcommit"), "strict guarantee needs rate B > 0"),
+        ("[softbw]\noverit = 1\n", "softbw.overit: unknown key"),
+        ("[softbw]\novercommit = 0.5\n", "over-commitment must be >= 1"),
+        (
+            '[[softbw.guarantees]]\nvm = "a"\nkind = "strict"\nrate = "0Gbit"\n',
+            "strict guarantee needs rate B > 0",
+        ),
+        ('[[softbw.guarantees]]\nvm = "a"\nkind = "strict"\nrate = "-1Gbit"\n', "must not be negative"),
+        ('[[softbw.guarantees]]\nvm = "a"\nkind = "platinum"\n', "unknown guarantee kind 'platinum'"),
     ]
     for text, want in cases:
-        p.write_text(text)
+        p.write_text(base + text)
         with pytest.raises(SystemExit) as exc:
             main(["run", str(p), "--out", str(tmp_path / "out")])
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and want in err, err
+    assert not (tmp_path / "out").exists()
 
 
 # -------------------------------------------------------------------------------------------------
