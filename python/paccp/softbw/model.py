@@ -5,12 +5,17 @@ This is the model of the over-commitment study of the SoftBW slides (2,000 serve
 demand (bits it wants to send in the interval), and the host's port of capacity C is shared by the SoftBW
 rule of the slides in its fluid form:
 
-1. *Guarantees first, equal fulfilment.* A VM with guarantee B_i and demand d_i is owed g_i = min(d_i, B_i).
-   If sum g_i <= C every VM gets g_i. Otherwise every unsatisfied VM is served to the same fulfilment level
-   F < 1: r_i = min(g_i, F B_i) with F such that sum r_i = C (this is where the fulfilment scheduler's
-   "unsatisfied VM first, round robin" converges; a VM whose demand is below F B_i keeps its demand).
-2. *Work conservation.* Capacity left over is shared round-robin among the VMs that still have demand, i.e.
-   max-min fair per VM on the remainder (a packet whose tts lies ahead goes when the port would idle).
+1. *Guarantees first, round robin among the unsatisfied.* A VM with guarantee B_i and demand d_i is owed
+   g_i = min(d_i, B_i). If sum g_i <= C every VM gets g_i. Otherwise the port is shared max-min fairly up to
+   the owed amounts: r_i = min(g_i, L) with L such that sum r_i = C. This is where the packet rule converges
+   (checked against a packet-level reference of it in the tests): unsatisfied VMs (lag >= 0) are served
+   round robin, one packet each, so they get equal rates; a VM that reaches its B falls behind its tts and
+   is held at B. With equal guarantees this is equal fulfilment, the slides' "fairness of fulfilment"; with
+   unequal ones it is not (3 VMs of 600/600/300 Mb/s on 1 Gb/s get 350/350/300, not 400/400/200).
+2. *Work conservation.* Capacity left over goes round robin to VMs that still have demand (a packet whose
+   tts lies ahead goes when the port would otherwise idle). In the limit this is max-min on the *total*
+   rate with step 1's rates as floors: r_i = clip(L, r1_i, d_i). 450/200/100 Mb/s guarantees, all
+   backlogged on 1 Gb/s, give 450/275/275 (not 450 + 83, 200 + 83, 100 + 83).
 
 Guarantee kinds (per VM): ``strict`` (B), ``dynamic`` (a job of size S by deadline T; B re-derived every
 billing cycle as residual size / residual time, at most the sold B), ``fair`` (VM-level fair share: B = C /
@@ -37,42 +42,38 @@ STRICT, DYNAMIC, FAIR, BEST_EFFORT = range(4)
 _REL = 1e-9  # relative slack when comparing a rate with a guarantee (float rounding of the water-fill)
 
 
-def waterfill(demand: Arr, weight: Arr, cap: Arr) -> Arr:
-    """Weighted max-min share of ``cap`` over the last axis: r_i = min(d_i, w_i L), sum r = min(cap, sum d).
+def fill_to_level(low: Arr, high: Arr, cap: Arr) -> Arr:
+    """Max-min fill of ``cap`` over the last axis with floors and ceilings: r_i = clip(L, low_i, high_i).
 
-    ``demand`` and ``weight`` have shape (..., n), ``cap`` shape (...). An entry with weight 0 gets 0. When
-    the (weighted) demand fits, everyone gets their demand; otherwise the level L is found exactly by
-    sorting the entries by d_i / w_i (no iteration).
+    L is the level at which sum r = min(cap, sum high); ``low`` <= ``high`` elementwise and sum low <= cap
+    (the caller guarantees both). Exact: the usage sum clip(L, low, high) is piecewise linear in L with
+    breakpoints at the lows and highs, so L is interpolated on the segment where the usage reaches the target.
+    Shapes: ``low``, ``high`` (..., n), ``cap`` (...).
     """
-    d = np.where(weight > 0, np.maximum(demand, 0.0), 0.0)
-    w = np.maximum(weight, 0.0)
-    cap = np.maximum(cap, 0.0)
-    level = np.divide(d, w, out=np.zeros_like(d), where=w > 0)
-    order = np.argsort(level, axis=-1, kind="stable")
-    ls = np.take_along_axis(level, order, axis=-1)
-    ds = np.take_along_axis(d, order, axis=-1)
-    ws = np.take_along_axis(w, order, axis=-1)
-    sat = np.cumsum(ds, axis=-1)  # demand of entries 0..k, all saturated when L = ls_k
-    w_after = ws.sum(axis=-1, keepdims=True) - np.cumsum(ws, axis=-1)  # weight of entries k+1..
-    use = sat + ls * w_after  # capacity used at L = ls_k
-    over = use >= cap[..., None]
-    fits = ~over.any(axis=-1)
-    k = np.argmax(over, axis=-1)  # first k at which the level would use all of cap
-    sat_before = np.where(k > 0, np.take_along_axis(sat, np.maximum(k - 1, 0)[..., None], -1)[..., 0], 0.0)
-    w_from = np.take_along_axis(w_after + ws, k[..., None], -1)[..., 0]
-    lev = np.divide(cap - sat_before, w_from, out=np.full_like(cap, np.inf), where=w_from > 0)
-    with np.errstate(invalid="ignore"):  # 0 x inf where everything fits (those rows take d)
-        r = np.minimum(d, w * lev[..., None])
-    return np.where(fits[..., None], d, r)
+    pts = np.sort(np.concatenate([low, high], axis=-1), axis=-1)  # (..., 2n)
+    use = np.clip(pts[..., :, None], low[..., None, :], high[..., None, :]).sum(axis=-1)  # (..., 2n)
+    target = np.minimum(cap, high.sum(axis=-1))
+    k = np.argmax(use >= target[..., None] - 1e-12 * np.maximum(target[..., None], 1.0), axis=-1)
+    k = np.maximum(k, 1)
+    p0 = np.take_along_axis(pts, (k - 1)[..., None], -1)[..., 0]
+    p1 = np.take_along_axis(pts, k[..., None], -1)[..., 0]
+    u0 = np.take_along_axis(use, (k - 1)[..., None], -1)[..., 0]
+    u1 = np.take_along_axis(use, k[..., None], -1)[..., 0]
+    frac = np.divide(target - u0, u1 - u0, out=np.ones_like(u0), where=u1 > u0)
+    level = p0 + np.clip(frac, 0.0, 1.0) * (p1 - p0)
+    return np.clip(level[..., None], low, high)
 
 
 def allocate(demand: Arr, guarantee: Arr, cap: Arr) -> Arr:
-    """The SoftBW rule at one port per row: guarantees at equal fulfilment, then round-robin on the rest."""
-    owed = np.minimum(demand, guarantee)
-    r1 = waterfill(owed, guarantee, cap)
-    spare = cap - r1.sum(axis=-1)
-    r2 = waterfill(demand - r1, np.ones_like(demand), spare)
-    return r1 + r2
+    """The SoftBW rule at one port per row (the limit of the packet rule, see the module docstring).
+
+    1. owed = min(d, B), shared max-min up to the owed amounts (round robin among unsatisfied VMs);
+    2. the rest max-min on the total rate with those as floors (a VM above its guarantee is served round
+       robin with every other VM above its own), up to the demands.
+    """
+    owed = np.minimum(np.maximum(demand, 0.0), np.maximum(guarantee, 0.0))
+    r1 = fill_to_level(np.zeros_like(owed), owed, cap)
+    return fill_to_level(r1, np.maximum(demand, r1), cap)
 
 
 def analytic_failure(n: int, rho: float, delta: float) -> float:
