@@ -7,6 +7,11 @@ tts = now + P/B - dT. Selection: round robin over the backlogged VMs whose tts i
 is none (work conserving), round robin over all backlogged VMs, with a pointer of its own (one shared pointer
 would favour the VM after the last due one). Positive lag (credit banked by
 a VM sending below B) is capped at ``max_credit`` seconds. Best effort (B = 0) is never due.
+
+``stamp`` says which instant counts as a packet's departure: ``"end"`` of its serialisation (default) or
+its ``"start"`` (when the engine's selector sees it leave the queue). The two agree on everything that is
+owed (guarantees, over-commitment) but share the spare capacity among VMs above their guarantees
+differently: 450/200/100 Mb/s backlogged on 1 Gb/s gives 450/275/275 with "end", 500/250/250 with "start".
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ def port_rates(
     warmup: float = 0.05,
     packet_bits: float = 12_000.0,
     max_credit: float = 1e-3,
+    stamp: str = "end",
 ) -> list[float]:
     """Mean rate of each VM over [warmup, duration) in bit/s."""
     n = len(guarantees)
@@ -52,7 +58,9 @@ def port_rates(
                 continue
             last_fb = pick
         i = pick
+        start = now
         now += tx
+        dep = now if stamp == "end" else start
         queue[i] = max(queue[i] - 1, 0)
         if now > warmup:
             sent[i] += packet_bits
@@ -60,14 +68,14 @@ def port_rates(
             continue
         ideal = packet_bits / guarantees[i]
         prev = last_dep[i]
-        tau = ideal if prev is None else now - prev
+        tau = ideal if prev is None else dep - prev
         before = lag[i]
         lag[i] = min(lag[i] + tau - ideal, max_credit)
-        last_dep[i] = now
+        last_dep[i] = dep
         if lag[i] >= 0:
             tts[i] = None
         elif before >= 0:
-            tts[i] = now + ideal - lag[i]
+            tts[i] = dep + ideal - lag[i]
         else:
-            tts[i] = now + ideal
+            tts[i] = dep + ideal
     return [s / (duration - warmup) for s in sent]

@@ -83,6 +83,13 @@ def test_fluid_rule_matches_the_packet_rule(b: list[float], d: list[float]) -> N
     demand = np.array([[1e12 if math.isinf(x) else x * m for x in d]])
     fluid = allocate(demand, np.array([[x * m for x in b]]), np.array([1e9]))[0]
     np.testing.assert_allclose(ref, fluid, rtol=0.0, atol=1e6)  # within 1 Mb/s of 1 Gb/s
+    # stamping departures at the start of serialisation changes only how the spare is shared above the
+    # guarantees: what is owed, min(d, B) max-min, is still delivered, and the port stays busy
+    start = np.array(port_rates(1e9, [x * m for x in b], [x * m for x in d], stamp="start"))
+    guar = np.array([[x * m for x in b]])
+    owed = fill_to_level(np.zeros_like(guar), np.minimum(demand, guar), np.array([1e9]))[0]
+    assert np.all(start >= owed - 1e6), (start, owed)
+    assert abs(start.sum() - fluid.sum()) < 1e6
 
 
 @pytest.mark.parametrize(("n", "rho", "delta"), [(4, 0.1, 4.0), (4, 0.3, 2.0), (2, 0.2, 3.0), (1, 0.5, 1.0)])
