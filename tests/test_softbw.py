@@ -167,6 +167,7 @@ def test_softbw_schema_accepts_every_kind() -> None:
         ({"guarantees": [{"vm": "a", "kind": "strict"}]}, "strict guarantee needs rate B > 0"),
         ({"overcommit": 0.5}, "over-commitment must be >= 1"),
         ({"host_overcommit": {"l0": 0.9}}, "over-commitment must be >= 1"),
+        ({"overcommit": float("inf")}, "softbw.overcommit: Input should be a finite number"),
         ({"guarantees": [{"vm": "a", "kind": "gold"}]}, "unknown guarantee kind 'gold'"),
         (
             {"guarantees": [{"vm": "a", "kind": "dynamic", "size": "1MB"}]},

@@ -370,7 +370,7 @@ class SoftBWCfg(_M):
     @model_validator(mode="after")
     def _check(self) -> SoftBWCfg:
         for name, n in [("overcommit", self.overcommit), *self.host_overcommit.items()]:
-            if not n >= 1.0:
+            if not n >= 1.0:  # finite: the schema rejects inf and nan everywhere
                 raise ValueError(
                     f"over-commitment must be >= 1 (guarantees up to N x the port), {name} = {n:g}"
                 )
