@@ -16,6 +16,7 @@ rejected. See ``docs/usage-records.md``.
 
 from __future__ import annotations
 
+import decimal
 import json
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
@@ -66,7 +67,7 @@ def _canonical_omega(v: Decimal) -> Decimal:
         raise ValueError("must be a finite number")
     if not MIN_OMEGA <= v <= MAX_OMEGA:
         raise ValueError(f"must be between {MIN_OMEGA} and {MAX_OMEGA:.0E}")
-    n = v.normalize()
+    n = v.normalize(decimal.Context(prec=max(28, len(v.as_tuple().digits))))  # exact: no rounding
     if len(n.as_tuple().digits) > MAX_OMEGA_DIGITS:
         raise ValueError(f"has more than {MAX_OMEGA_DIGITS} significant digits")
     return Decimal(format(n, "f"))

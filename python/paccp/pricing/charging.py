@@ -51,8 +51,6 @@ def check_chargeable(r: UsageRecord, model: str, book: PriceBook, where: str) ->
                 raise UserError(f"{where}: a dynamic guarantee needs deadline_ns and deadline_met")
             if r.deadline_ns <= r.start_ns:
                 raise UserError(f"{where}: deadline_ns is not after start_ns")
-        if r.end_ns == r.start_ns and r.bytes > 0:
-            raise UserError(f"{where}: bytes delivered in a zero-length interval (rate undefined)")
         if r.bytes * 8 * 10**9 > sec.capacity_bps * (r.end_ns - r.start_ns):
             raise UserError(f"{where}: bytes is more than the link (capacity C = {sec.capacity}) carries")
 
