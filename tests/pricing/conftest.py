@@ -18,10 +18,12 @@ from pricing_fixtures import BOOK, rec
 
 from paccp.errors import EnvironmentUnsupported
 from paccp.pricing.book import PriceBook, parse_book
+from paccp.pricing.ledger import Ledger
 from paccp.pricing.pgtemp import TempPostgres
 from paccp.usage import UsageRecord
 
 BACKENDS = ["sqlite", "postgresql"]
+PG_TEMPLATE = "paccp_template"
 _counter = itertools.count()
 
 
@@ -34,6 +36,8 @@ def pg() -> Iterator[TempPostgres]:
         if os.environ.get("CI"):
             pytest.fail(f"PostgreSQL is required under CI: {exc}")
         pytest.skip(f"no PostgreSQL server: {exc}")
+    # a migrated template: each test's database is a file copy of it (migrating each one is slower)
+    Ledger(server.create_database(PG_TEMPLATE)).close()
     yield server
     server.stop()
 
@@ -45,17 +49,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture()
-def new_db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[], str]:
-    """A factory of fresh, empty ledgers (``--db`` values) on this case's backend."""
+def new_db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """A factory of fresh ledgers (``--db`` values) on this case's backend: ``make(empty=False)``.
+
+    On PostgreSQL a ledger is a copy of the migrated template unless ``empty`` (an empty database).
+    """
     made: list[str] = []
 
-    def make() -> str:
+    def make(empty: bool = False) -> str:
         if backend == "sqlite":
             return str(tmp_path / f"ledger{next(_counter)}.sqlite")
         server: TempPostgres = request.getfixturevalue("pg")
         name = f"t{os.getpid()}_{next(_counter)}"
         made.append(name)
-        return server.create_database(name)
+        return server.create_database(name, "template0" if empty else PG_TEMPLATE)
 
     yield make  # type: ignore[misc]
     if made:
@@ -65,7 +72,7 @@ def new_db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Call
 
 
 @pytest.fixture()
-def db(new_db: Callable[[], str]) -> str:
+def db(new_db: Callable[..., str]) -> str:
     """A fresh, empty ledger on this case's backend."""
     return new_db()
 

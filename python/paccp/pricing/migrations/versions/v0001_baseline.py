@@ -11,6 +11,7 @@ versions 1 to 3 of the hand-kept migration list) it converts in place, in the sa
   1e999999, bytes beyond int64 or beyond what a link carries) is moved to ``usage_quarantine`` with the
   reason, so it can no longer break invoices and is not lost;
 - ``ingest_batch`` and ``invoice`` get identity keys (their ids are kept), omega and totals exact decimals;
+  every table is rebuilt to exactly the declared shape (rows copied, then the old table dropped);
 - the append-only and immutability triggers are (re)installed; ``schema_version`` is dropped.
 
 The tables are written out here as they are at this revision (a migration must not change when
@@ -115,14 +116,12 @@ def upgrade() -> None:
             conn.exec_driver_sql(stmt)
         if "usage" in old:
             conn.exec_driver_sql("DROP INDEX IF EXISTS usage_tenant_time")
-        for name in ("usage", "ingest_batch", "invoice"):
+        for name in ("usage", "ingest_batch", "invoice", "tenant"):
             if name in old:
                 conn.exec_driver_sql(f"ALTER TABLE {name} RENAME TO {name}_v3")
     md = sa.MetaData()
     tables = _tables(md)
-    for name, table in tables.items():
-        if name == "tenant" and "tenant" in old:
-            continue  # unchanged since version 1
+    for table in tables.values():
         table.create(conn)
     if legacy:
         _copy_legacy(conn, tables, old)
@@ -146,6 +145,12 @@ def _copy_legacy(conn: sa.Connection, tables: dict[str, sa.Table], old: set[str]
     from paccp.usage import parse_record
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
+    if "tenant" in old:
+        rows = conn.exec_driver_sql(
+            "SELECT name, model, book_toml, book_sha256, created_at FROM tenant_v3"
+        ).mappings().all()
+        if rows:
+            conn.execute(tables["tenant"].insert(), [dict(r) for r in rows])
     if "ingest_batch" in old:
         rows = conn.exec_driver_sql(
             "SELECT id, source_file, file_sha256, n_new, n_same, ingested_at FROM ingest_batch_v3"
@@ -192,6 +197,8 @@ def _copy_legacy(conn: sa.Connection, tables: dict[str, sa.Table], old: set[str]
         conn.exec_driver_sql("DROP TABLE invoice_v3")
     if "ingest_batch" in old:
         conn.exec_driver_sql("DROP TABLE ingest_batch_v3")
+    if "tenant" in old:
+        conn.exec_driver_sql("DROP TABLE tenant_v3")
     if conn.dialect.name == "postgresql":  # explicit ids were copied: move the identities past them
         for name in ("ingest_batch", "invoice"):
             conn.exec_driver_sql(
