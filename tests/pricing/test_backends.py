@@ -60,7 +60,19 @@ def test_same_usage_gives_byte_identical_invoices(
     for backend, db in dbs.items():
         got: list[bytes] = []
         for tenant, model in (("acme", "vbp"), ("beta", "fbp"), ("gamma", "softbw")):
-            cli(capsys, "bill", "tenant", "add", tenant, "--model", model, "--book", str(book_file), "--db", db)
+            cli(
+                capsys,
+                "bill",
+                "tenant",
+                "add",
+                tenant,
+                "--model",
+                model,
+                "--book",
+                str(book_file),
+                "--db",
+                db,
+            )
             cli(capsys, "bill", "ingest", str(files[tenant]), "--tenant", tenant, "--db", db)
             for period in ("2026-10", "2026-11"):
                 inv = ["bill", "invoice", "--tenant", tenant, "--period", period, "--db", db]

@@ -118,7 +118,7 @@ def test_fbp_runtime_upgrade_time_sliced(db: str) -> None:
                 start_ns=T0 + 3 * H // 2,
                 end_ns=T0 + 2 * H,
             ),
-        ]
+        ],
     )
     inv = _invoice(led)
     # exact 0 + 0.016 + 0.066 = 0.082 -> total 0.08; floors 0.01 + 0.06 leave one cent, which goes to the
@@ -136,7 +136,7 @@ def test_many_sub_cent_lines_are_not_rounded_away(db: str) -> None:
         records=[
             rec(record_id=f"s{i}", flow_id=f"f{i}", cos="ds", omega="2", end_ns=T0 + H // 100)
             for i in range(100)
-        ]
+        ],
     )
     inv = _invoice(led)
     amounts = [Decimal(str(ln["amount"])) for ln in inv["lines"]]  # type: ignore[union-attr]
@@ -181,7 +181,10 @@ def test_softbw_charging_rules(db: str) -> None:
     [
         ({"guarantee": "dynamic"}, "needs deadline_ns and deadline_met"),
         ({"guarantee": "strict"}, "strict guarantee needs theta_bps"),
-        ({"guarantee": "fair", "bytes": 10 * G * 3600 // 8 + 1}, r"more than the link \(capacity C = 10Gbit\)"),
+        (
+            {"guarantee": "fair", "bytes": 10 * G * 3600 // 8 + 1},
+            r"more than the link \(capacity C = 10Gbit\)",
+        ),
     ],
 )
 def test_softbw_uncharged_records_rejected(db: str, kw: dict[str, object], needle: str) -> None:

@@ -70,7 +70,7 @@ def test_pre_alembic_ledger_upgrades_in_place(tmp_path: Path) -> None:
     # the issued invoice is kept as issued, and still immutable; usage is still append-only
     assert [(r, tot) for r, tot, _ in led.issued("acme", "2026-11")] == [(1, before["acme 2026-11"]["total"])]
     for stmt in ("UPDATE invoice SET total = '0'", "DELETE FROM usage", "UPDATE usage SET bytes = 1"):
-        with pytest.raises(DatabaseError, match="immutable|append-only"), led.engine.begin() as conn:
+        with pytest.raises(DatabaseError, match=r"immutable|append-only"), led.engine.begin() as conn:
             conn.execute(text(stmt))
     # re-ingesting the file the old code ingested is a no-op (content re-hashed canonically, omega "2.0")
     again = led.ingest_file(DATA / "ledger-v3-usage.jsonl", tenant=None)
@@ -83,7 +83,7 @@ def test_pre_alembic_ledger_upgrades_in_place(tmp_path: Path) -> None:
 
 
 def test_out_of_bounds_legacy_rows_are_quarantined(tmp_path: Path) -> None:
-    """An omega of 1e999999 stored by the old code broke every invoice of its month; the upgrade sets it aside."""
+    """An omega of 1e999999 stored by the old code broke its month's invoices; the upgrade sets it aside."""
     path = legacy_copy(tmp_path)
     con = sqlite3.connect(path)
     con.execute("DROP TRIGGER usage_no_update")

@@ -75,7 +75,9 @@ def test_two_concurrent_ingesters_lose_nothing_double_charge_nothing(
     tmp_path: Path, book_file: Path, setup: tuple[str, Path, Path]
 ) -> None:
     db, a, b = setup
-    procs = [start("bill", "ingest", str(f), "--tenant", "acme", "--db", db) for f in (a, b)]  # overlapping files, at once
+    procs = [
+        start("bill", "ingest", str(f), "--tenant", "acme", "--db", db) for f in (a, b)
+    ]  # overlapping files, at once
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
     assert Ledger(db).count_usage() == 3 * N // 2

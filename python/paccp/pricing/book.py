@@ -134,9 +134,9 @@ class FBPBook(BaseModel):
 
     model_config = _STRICT
     time_unit: Literal["hour"]
-    p0s: Price = Field( description="add-on per upgraded flow-hour")
-    p1s: Price = Field( description="add-on per unit of (omega - 1) per flow-hour")
-    p2s: Price = Field( description="add-on for theta, in p2s_unit")
+    p0s: Price = Field(description="add-on per upgraded flow-hour")
+    p1s: Price = Field(description="add-on per unit of (omega - 1) per flow-hour")
+    p2s: Price = Field(description="add-on for theta, in p2s_unit")
     p2s_unit: Literal["per_gbps_hour", "per_gb"] = Field(
         description="per_gbps_hour: per Gb/s of theta per hour; per_gb: per GB of guaranteed volume theta*t"
     )
@@ -153,7 +153,9 @@ class SoftBWBook(BaseModel):
     model_config = _STRICT
     p0: Price = Field(gt=0, description="unit price per Gb/s-hour (i.e. per 450 GB)")
     p0_unit: Literal["per_gbps_hour"]
-    beta: Annotated[Decimal, AfterValidator(_finite)] = Field(gt=0, lt=1, description="P1 = beta * P0, beta < 1")
+    beta: Annotated[Decimal, AfterValidator(_finite)] = Field(
+        gt=0, lt=1, description="P1 = beta * P0, beta < 1"
+    )
     capacity: str = Field(description="link capacity C, e.g. '10Gbit'")
 
     @field_validator("capacity")
@@ -179,7 +181,9 @@ class BuyGrid(BaseModel):
     """The grid on which ``price buy`` searches (theta, omega)."""
 
     model_config = _STRICT
-    omega_step: Annotated[Decimal, AfterValidator(_finite)] = Field(default=Decimal("0.1"), ge=Decimal("1e-6"), le=MAX_OMEGA)
+    omega_step: Annotated[Decimal, AfterValidator(_finite)] = Field(
+        default=Decimal("0.1"), ge=Decimal("1e-6"), le=MAX_OMEGA
+    )
     theta_step: str = Field(default="100Mbit")
 
     @field_validator("theta_step")

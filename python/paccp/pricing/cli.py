@@ -35,10 +35,22 @@ DbOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``price`` and ``bill`` to the root app."""
+def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
+    """Add ``price`` and ``bill`` to the root app, and ``ledger`` to ``bench``."""
     app.add_typer(price_app, name="price")
     app.add_typer(bill_app, name="bill")
+    if bench_app is not None:
+        bench_app.command("ledger")(bench_ledger_cmd)
+
+
+def bench_ledger_cmd(
+    records: Annotated[int, typer.Option("--records", help="usage records to ingest")] = 200_000,
+    out: Annotated[str, typer.Option("--out", help="also write the JSON to this file")] = "",
+) -> None:
+    """Ingest speed of the ledger on SQLite and on a throwaway PostgreSQL server (records/s, JSON)."""
+    from paccp.pricing.ledgerbench import run_cli
+
+    run_cli(records, out)
 
 
 def _out() -> Console:
@@ -374,10 +386,11 @@ def invoice_cmd(
             c, justify="right" if c in ("quantity", "unit price") or c.startswith("amount") else "left"
         )
     for d in inv.to_json()["lines"]:
-        tab.add_row(
-            *(_lit(v) for v in (d["vm"], d["flow_id"] or "-", d["cos"], format_rate(d["theta_bps"]), d["omega"],
-              d["description"], f"{d['quantity']} {d['unit']}", d["unit_price"], d["amount"]))
+        cells = (
+            d["vm"], d["flow_id"] or "-", d["cos"], format_rate(d["theta_bps"]), d["omega"], d["description"],
+            f"{d['quantity']} {d['unit']}", d["unit_price"], d["amount"],
         )  # fmt: skip
+        tab.add_row(*(_lit(v) for v in cells))
     for cos, sub in inv.subtotals.items():
         tab.add_row("", "", "", "", "", f"subtotal {cos}", "", "", str(sub))
     tab.add_row("", "", "", "", "", "[b]TOTAL[/b]", "", "", f"[b]{inv.total}[/b]")

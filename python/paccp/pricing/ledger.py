@@ -179,7 +179,10 @@ class Ledger:
         if self.dialect == "sqlite":
             _prepare_sqlite_file(self.url, default=not (db or os.environ.get("PACCP_LEDGER")))
             self._sqlite_setup(self.engine)
-        elif self.dialect != "postgresql":
+        elif self.dialect == "postgresql":
+            # many-row INSERT ... VALUES pages instead of one statement per row (about 1.6x faster here)
+            self.engine.dialect.use_insertmanyvalues_wo_returning = True
+        else:
             raise UserError(f"ledger {self.display_url}: only SQLite and PostgreSQL are supported")
         self.migrate()
 
@@ -252,9 +255,14 @@ class Ledger:
         with self._write() as conn:
             have = MigrationContext.configure(conn).get_current_revision()
             script = ScriptDirectory(str(MIGRATIONS_DIR))
-            if have is not None and have != head and have not in {s.revision for s in script.walk_revisions()}:
+            if (
+                have is not None
+                and have != head
+                and have not in {s.revision for s in script.walk_revisions()}
+            ):
                 raise UserError(
-                    f"ledger {self.display_url}: schema revision {have} is newer than this paccp knows ({head})"
+                    f"ledger {self.display_url}: schema revision {have} is newer than this paccp knows"
+                    f" ({head})"
                 )
             cfg = Config()
             cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -340,6 +348,7 @@ class Ledger:
         from paccp.pricing.charging import check_chargeable
 
         recs = list(records)
+        hashes: list[str] = []
         seen: dict[tuple[str, str], str] = {}
         tenants = {t.name: t for t in self.tenants()}
         if tenant is not None and tenant not in tenants:
@@ -360,6 +369,7 @@ class Ledger:
                 bk = books[t.name] = t.book
             check_chargeable(r, t.model, bk, at)
             h = _content_hash(r)
+            hashes.append(h)
             key = (r.tenant, r.record_id)
             if seen.get(key, h) != h:
                 raise UserError(f"{where}: record_id {r.record_id!r} appears twice with different content")
@@ -384,12 +394,12 @@ class Ledger:
                     raise UserError(
                         f"{where}: record_id {key[1]!r} was already ingested with different content"
                     )
-            fresh: list[UsageRecord] = []
+            fresh: list[tuple[UsageRecord, str]] = []
             done: set[tuple[str, str]] = set()
-            for r in recs:
+            for r, h in zip(recs, hashes, strict=True):
                 key = (r.tenant, r.record_id)
                 if key not in existing and key not in done:
-                    fresh.append(r)
+                    fresh.append((r, h))
                     done.add(key)
             if not fresh:
                 return IngestResult(where, 0, len(seen), None)
@@ -403,11 +413,13 @@ class Ledger:
             half = len(fresh) // 2
             for part_no, part in enumerate((fresh[:half], fresh[half:])):
                 if part:
-                    conn.execute(ins, [_row(r, batch_id) for r in part])
+                    conn.execute(ins, [_row(r, h, batch_id) for r, h in part])
                 if part_no == 0 and sleep_s > 0:
                     print(f"INGEST-MIDWAY {half}", file=sys.stderr, flush=True)
                     time.sleep(sleep_s)
-            stored = conn.execute(select(func.count()).select_from(u).where(u.c.batch_id == batch_id)).scalar()
+            stored = conn.execute(
+                select(func.count()).select_from(u).where(u.c.batch_id == batch_id)
+            ).scalar()
             if stored != len(fresh):  # cannot happen under the write lock; never commit a partial file
                 raise UserError(f"{where}: {len(fresh) - int(stored or 0)} records conflicted while writing")
             return IngestResult(where, len(fresh), len(seen) - len(fresh), batch_id)
@@ -516,9 +528,9 @@ def _content_hash(r: UsageRecord) -> str:
     return hashlib.sha256(r.to_json_line().encode("utf-8")).hexdigest()
 
 
-def _row(r: UsageRecord, batch_id: int) -> dict[str, Any]:
+def _row(r: UsageRecord, content_sha256: str, batch_id: int) -> dict[str, Any]:
     d = r.model_dump()
     d.pop("schema_version")
     d["batch_id"] = batch_id
-    d["content_sha256"] = _content_hash(r)
+    d["content_sha256"] = content_sha256
     return d

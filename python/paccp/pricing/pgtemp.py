@@ -33,7 +33,8 @@ def find_bindir() -> Path | None:
     if os.environ.get(BIN_ENV):
         return Path(os.environ[BIN_ENV])
     versions = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0,
     )
     if versions:
         return versions[-1].parent
@@ -45,11 +46,12 @@ class TempPostgres:
     """One throwaway server; ``url(db)`` gives an SQLAlchemy URL for a database on it."""
 
     def __init__(self, *, durable: bool = False) -> None:
-        """``durable``: keep PostgreSQL's default fsync/synchronous_commit (for timing); tests turn them off."""
+        """``durable``: keep PostgreSQL's default fsync and synchronous commit (timing); tests turn them off."""
         bindir = find_bindir()
         if bindir is None or not (bindir / "postgres").exists():
             raise EnvironmentUnsupported(
-                "PostgreSQL server binaries not found (install Debian's postgresql package, or set PACCP_PG_BIN)"
+                "PostgreSQL server binaries not found"
+                " (install Debian's postgresql package, or set PACCP_PG_BIN)"
             )
         self.bindir = bindir
         self.durable = durable
@@ -63,31 +65,44 @@ class TempPostgres:
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
         self.log = self.root / "postgres.log"
 
-    def _run_kw(self) -> dict[str, object]:
-        env = {**os.environ, "HOME": str(self.root), "LC_ALL": "C"}
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "HOME": str(self.root), "LC_ALL": "C"}
+
+    def _ids(self) -> tuple[int | None, int | None, list[int] | None]:
+        """(uid, gid, supplementary groups) to run the server as: ``nobody`` when we are root."""
         if self._user is None:
-            return {"env": env}
+            return None, None, None
         pw = pwd.getpwnam(self._user)
-        return {"env": env, "user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+        return pw.pw_uid, pw.pw_gid, []
 
     def start(self, timeout_s: float = 60.0) -> TempPostgres:
         """initdb, start the server, wait until it accepts connections."""
+        uid, gid, groups = self._ids()
         init = subprocess.run(
             [str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
              "--encoding=UTF8", "--locale=C", "--no-sync"],
-            capture_output=True, cwd=self.root, **self._run_kw(),  # type: ignore[arg-type]
+            capture_output=True, cwd=self.root, env=self._env(), user=uid, group=gid, extra_groups=groups,
         )  # fmt: skip
         if init.returncode != 0:
             self.stop()
-            raise EnvironmentUnsupported(f"initdb failed: {init.stderr.decode(errors='replace').strip()[:300]}")
-        opts = ["-c", "listen_addresses=", "-c", f"unix_socket_directories={self.root}", "-c", "max_connections=40"]
+            raise EnvironmentUnsupported(
+                f"initdb failed: {init.stderr.decode(errors='replace').strip()[:300]}"
+            )
+        opts = [
+            "-c",
+            "listen_addresses=",
+            "-c",
+            f"unix_socket_directories={self.root}",
+            "-c",
+            "max_connections=40",
+        ]
         if not self.durable:
             opts += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [str(self.bindir / "postgres"), "-D", str(self.data), *opts],
-                stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True,
-                **self._run_kw(),  # type: ignore[arg-type]
+                stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True, env=self._env(),
+                user=uid, group=gid, extra_groups=groups,
             )  # fmt: skip
         deadline = time.monotonic() + timeout_s
         while True:
@@ -117,7 +132,7 @@ class TempPostgres:
         import psycopg
 
         with psycopg.connect(self.conninfo(dbname), autocommit=True, connect_timeout=5) as conn:
-            conn.execute(sql)  # type: ignore[arg-type]
+            conn.execute(sql)
 
     def create_database(self, name: str, template: str = "template0") -> str:
         """A fresh database (a file copy of ``template``); returns its URL."""

@@ -137,7 +137,9 @@ def downgrade() -> None:
 def _legacy_drop_guards(dialect: str) -> list[str]:
     if dialect != "sqlite":
         return []  # the pre-Alembic code installed triggers on SQLite only
-    return [f"DROP TRIGGER IF EXISTS {t}_no_{op_}" for t in ("usage", "invoice") for op_ in ("update", "delete")]
+    return [
+        f"DROP TRIGGER IF EXISTS {t}_no_{op_}" for t in ("usage", "invoice") for op_ in ("update", "delete")
+    ]
 
 
 def _copy_legacy(conn: sa.Connection, tables: dict[str, sa.Table], old: set[str]) -> None:
@@ -146,15 +148,21 @@ def _copy_legacy(conn: sa.Connection, tables: dict[str, sa.Table], old: set[str]
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
     if "tenant" in old:
-        rows = conn.exec_driver_sql(
-            "SELECT name, model, book_toml, book_sha256, created_at FROM tenant_v3"
-        ).mappings().all()
+        rows = (
+            conn.exec_driver_sql("SELECT name, model, book_toml, book_sha256, created_at FROM tenant_v3")
+            .mappings()
+            .all()
+        )
         if rows:
             conn.execute(tables["tenant"].insert(), [dict(r) for r in rows])
     if "ingest_batch" in old:
-        rows = conn.exec_driver_sql(
-            "SELECT id, source_file, file_sha256, n_new, n_same, ingested_at FROM ingest_batch_v3"
-        ).mappings().all()
+        rows = (
+            conn.exec_driver_sql(
+                "SELECT id, source_file, file_sha256, n_new, n_same, ingested_at FROM ingest_batch_v3"
+            )
+            .mappings()
+            .all()
+        )
         if rows:
             conn.execute(tables["ingest_batch"].insert(), [dict(r) for r in rows])
     if "usage" in old:
@@ -188,10 +196,14 @@ def _copy_legacy(conn: sa.Connection, tables: dict[str, sa.Table], old: set[str]
             conn.execute(tables["usage_quarantine"].insert(), bad)
         conn.exec_driver_sql("DROP TABLE usage_v3")
     if "invoice" in old:
-        rows = conn.exec_driver_sql(
-            "SELECT id, tenant, period, revision, currency, total, body_json, body_sha256, issued_at"
-            " FROM invoice_v3"
-        ).mappings().all()
+        rows = (
+            conn.exec_driver_sql(
+                "SELECT id, tenant, period, revision, currency, total, body_json, body_sha256, issued_at"
+                " FROM invoice_v3"
+            )
+            .mappings()
+            .all()
+        )
         if rows:
             conn.execute(tables["invoice"].insert(), [dict(r) for r in rows])
         conn.exec_driver_sql("DROP TABLE invoice_v3")
