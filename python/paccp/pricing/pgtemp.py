@@ -46,7 +46,7 @@ class TempPostgres:
     """One throwaway server; ``url(db)`` gives an SQLAlchemy URL for a database on it."""
 
     def __init__(self, *, durable: bool = False) -> None:
-        """``durable``: keep PostgreSQL's default fsync and synchronous commit (timing); tests turn them off."""
+        """``durable``: keep PostgreSQL's default fsync and synchronous commit; tests turn them off."""
         bindir = find_bindir()
         if bindir is None or not (bindir / "postgres").exists():
             raise EnvironmentUnsupported(
