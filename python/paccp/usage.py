@@ -94,7 +94,9 @@ class UsageRecord(BaseModel):
     vm: Name = Field(min_length=1, max_length=256, description="VM id (a cgroup path on the datapath)")
     flow_id: Name | None = Field(default=None, max_length=256, description="null for a VM-level record")
     cos: CoS = Field(description="class of service: be, ds or mrg")
-    theta_bps: Int64 = Field(le=MAX_LINK_BPS, description="minimum guaranteed rate in bit/s")
+    theta_bps: Annotated[int, Strict(), Field(ge=0, le=MAX_LINK_BPS)] = Field(
+        description="minimum guaranteed rate in bit/s"
+    )
     omega: Decimal = Field(description="utility weight during the interval")
     start_ns: Int64 = Field(description="interval start, ns since the Unix epoch (UTC)")
     end_ns: Int64 = Field(description="interval end, ns since the Unix epoch (UTC)")

@@ -275,8 +275,13 @@ def tenant_add(
     from paccp.pricing.book import load_book
     from paccp.pricing.ledger import Ledger
 
+    from paccp.pricing.book import parse_book
+    from paccp.pricing.ledger import check_name
+
     _, text = load_book(book)
-    added = Ledger(db).add_tenant(name, _model(model), text)
+    check_name(name)
+    parse_book(text, str(book or "price book")).section(_model(model))  # all checked before the ledger opens
+    added = Ledger(db).add_tenant(name, model, text)
     print(f"tenant {name}: {'added' if added else 'already present, unchanged'} ({model})")
 
 
@@ -285,7 +290,7 @@ def tenant_list(db: DbOpt = None) -> None:
     """List tenants."""
     from paccp.pricing.ledger import Ledger
 
-    for t in Ledger(db).tenants():
+    for t in Ledger(db, create=False).tenants():
         print(f"{t.name}\t{t.model}\t{t.book.name}\t{t.book_sha256[:12]}")
 
 
@@ -311,7 +316,10 @@ def ingest_cmd(
             "name the tenant these files bill with --tenant NAME (or, as the operator importing several"
             " tenants at once, --all-tenants)"
         )
-    led = Ledger(db)
+    for f in files:  # a missing or unreadable file is reported before the ledger is opened
+        if not f.is_file():
+            raise UserError(f"{f}: no such usage file" if not f.exists() else f"{f}: not a usage file")
+    led = Ledger(db, create=False)
     with Progress(transient=True, disable=not sys.stderr.isatty(), console=Console(stderr=True)) as prog:
         for f in files:
             task = prog.add_task(escape(f"reading {f.name}"), total=_count_records(f))
@@ -350,9 +358,9 @@ def invoice_cmd(
     from paccp.pricing.charging import build_invoice, parse_period
     from paccp.pricing.ledger import Ledger
 
-    led = Ledger(db)
-    t = led.tenant(tenant)
     s, e = parse_period(period)
+    led = Ledger(db, create=False)
+    t = led.tenant(tenant)
     inv = build_invoice(t.name, t.model, t.book, led.usage(t.name, s, e), period)
     if csv_file is not None:
         try:

@@ -73,8 +73,11 @@ def db_url(db: str | None) -> str:
     return value if "://" in value else f"sqlite:///{Path(value)}"
 
 
-def _prepare_sqlite_file(url: str, default: bool) -> None:
-    """Refuse what is not an SQLite ledger; create a new file private to its owner (mode 0600)."""
+def _prepare_sqlite_file(url: str, default: bool, create: bool) -> None:
+    """Refuse what is not an SQLite ledger; create a new file private to its owner (mode 0600).
+
+    With ``create`` False a missing file is an error (commands that only use a ledger leave nothing behind).
+    """
     raw = url.removeprefix("sqlite:///")
     if raw in ("", ":memory:") or raw.startswith("file:"):
         return
@@ -90,6 +93,8 @@ def _prepare_sqlite_file(url: str, default: bool) -> None:
         if head and head != _SQLITE_MAGIC:
             raise UserError(f"ledger {p}: not an SQLite database (give --db a ledger file or a URL)")
         return
+    if not create:
+        raise UserError(f"ledger {p} does not exist (a ledger is created by: paccp bill tenant add ...)")
     if default:
         p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     elif not p.parent.is_dir():
@@ -167,7 +172,8 @@ def check_name(name: str, what: str = "tenant name") -> str:
 class Ledger:
     """A connection to one ledger database, migrated to the latest schema on open."""
 
-    def __init__(self, db: str | None = None) -> None:
+    def __init__(self, db: str | None = None, *, create: bool = True) -> None:
+        """Open (``create``: or create) the ledger ``db`` and migrate it to the newest schema."""
         self.url = db_url(db)
         self.display_url = self.url
         try:
@@ -177,7 +183,7 @@ class Ledger:
         self.display_url = self.engine.url.render_as_string(hide_password=True)
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
-            _prepare_sqlite_file(self.url, default=not (db or os.environ.get("PACCP_LEDGER")))
+            _prepare_sqlite_file(self.url, not (db or os.environ.get("PACCP_LEDGER")), create)
             self._sqlite_setup(self.engine)
         elif self.dialect == "postgresql":
             # many-row INSERT ... VALUES pages instead of one statement per row (about 1.6x faster here)
