@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from pricing_fixtures import BOOK, T0, H, rec
-from sqlalchemy import select
+from sqlalchemy import select, text
+from sqlalchemy.exc import DBAPIError
 
 from paccp.cli import main
 from paccp.pricing import schema
@@ -92,3 +93,41 @@ def test_same_usage_gives_byte_identical_invoices(
         assert a == b
     assert b'"total": "0.00"' not in outputs["sqlite"][0]  # the comparison is over real amounts
     assert BOOK  # the book both ledgers snapshot
+
+
+def test_postgresql_roles(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, book_file: Path, pg: TempPostgres
+) -> None:
+    """The owner migrates and enrols; the ingest role ingests and issues; the reader only reads invoices.
+    Neither can change a usage row even without the triggers' help (no UPDATE privilege)."""
+    owner = pg.create_database("roles", "template0")
+    cli(
+        capsys, "bill", "tenant", "add", "acme", "--book", str(book_file), "--db", owner
+    )  # creates the schema
+    for role in ("paccp_ingest", "paccp_reader"):
+        pg.execute(f"DO $$ BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+    for stmt in cli(capsys, "bill", "grants").strip().splitlines():
+        pg.execute(stmt, dbname="roles")
+    ingest, reader = pg.url("roles", "paccp_ingest"), pg.url("roles", "paccp_reader")
+    usage = tmp_path / "u.jsonl"
+    write_usage([rec(record_id="a"), rec(record_id="b", vm="vm2")], usage)
+    assert "2 new" in cli(capsys, "bill", "ingest", str(usage), "--tenant", "acme", "--db", ingest)
+    inv = ["bill", "invoice", "--tenant", "acme", "--period", "2026-11", "--json"]
+    assert '"total": "0.20"' in cli(capsys, *inv, "--db", reader)
+    assert "issued revision 1" in cli(capsys, *inv, "--issue", "--db", ingest)
+    write_usage([rec(record_id="c", vm="vm3")], usage)
+    assert "1 new" in cli(capsys, "bill", "ingest", str(usage), "--tenant", "acme", "--db", ingest)
+    fresh = tmp_path / "fresh.jsonl"
+    write_usage([rec(record_id="d", vm="vm4")], fresh)
+    for args in (["bill", "ingest", str(fresh), "--tenant", "acme"], [*inv, "--issue"]):
+        try:
+            main([*args, "--db", reader])
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        err = capsys.readouterr().err
+        assert code == 2 and "permission denied" in err and len(err.strip().splitlines()) == 1, err
+    led = Ledger(ingest)
+    with pytest.raises(DBAPIError, match="permission denied"), led.engine.begin() as conn:
+        conn.execute(text("UPDATE usage SET bytes = 0"))
+    led.close()

@@ -272,11 +272,8 @@ def tenant_add(
     db: DbOpt = None,
 ) -> None:
     """Enrol a tenant with a pricing model and a snapshot of a price book."""
-    from paccp.pricing.book import load_book
-    from paccp.pricing.ledger import Ledger
-
-    from paccp.pricing.book import parse_book
-    from paccp.pricing.ledger import check_name
+    from paccp.pricing.book import load_book, parse_book
+    from paccp.pricing.ledger import Ledger, check_name
 
     _, text = load_book(book)
     check_name(name)
@@ -292,6 +289,26 @@ def tenant_list(db: DbOpt = None) -> None:
 
     for t in Ledger(db, create=False).tenants():
         print(f"{t.name}\t{t.model}\t{t.book.name}\t{t.book_sha256[:12]}")
+
+
+@bill_app.command("grants")
+def grants_cmd(
+    ingest_role: Annotated[
+        str, typer.Option("--ingest-role", help="role that ingests and issues")
+    ] = "paccp_ingest",
+    reader_role: Annotated[
+        str, typer.Option("--reader-role", help="read-only role for invoices")
+    ] = "paccp_reader",
+) -> None:
+    """Print the PostgreSQL GRANTs for an ingest role and a read-only invoice role (run them as the owner)."""
+    from paccp.pricing.schema import pg_grants
+
+    try:
+        stmts = pg_grants(ingest_role, reader_role)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    for stmt in stmts:
+        print(stmt + ";")
 
 
 @bill_app.command("ingest")

@@ -184,3 +184,22 @@ def guard_ddl(dialect: str, create: bool = True) -> list[str]:
             else:
                 out.append(f"DROP TRIGGER IF EXISTS {table}_no_{op}")
     return out
+
+
+def pg_grants(ingest_role: str, reader_role: str) -> list[str]:
+    """PostgreSQL privileges for the two roles a ledger needs besides its owner (who runs migrations).
+
+    ``ingest_role`` (``bill ingest``, ``bill tenant add``, ``bill invoice --issue``): read everything, insert
+    rows, use the identity sequences; ``reader_role`` (``bill invoice``, ``bill tenant list``): read only.
+    Neither may UPDATE, DELETE or TRUNCATE anything (the triggers refuse that to the owner as well).
+    """
+    for role in (ingest_role, reader_role):
+        if not role.replace("_", "").isalnum() or not role[:1].isalpha():
+            raise ValueError(f"role name {role!r}: use letters, digits and _ only")
+    tables = ", ".join(t.name for t in metadata.sorted_tables if t.name != "usage_quarantine")
+    return [
+        f"GRANT USAGE ON SCHEMA public TO {ingest_role}, {reader_role}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {ingest_role}, {reader_role}",
+        f"GRANT INSERT ON {tables} TO {ingest_role}",
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {ingest_role}",
+    ]
