@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import text
-from sqlalchemy.exc import DatabaseError
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DatabaseError, DBAPIError
 
 from paccp.pricing.charging import build_invoice, parse_period
 from paccp.pricing.ledger import Ledger, _head_revision
+from paccp.pricing.pgtemp import TempPostgres
 from paccp.pricing.schema import metadata
 
 DATA = Path(__file__).parent / "data"
@@ -106,3 +107,32 @@ def test_a_ledger_from_a_newer_paccp_is_refused(tmp_path: Path) -> None:
         conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
     with pytest.raises(UserError, match="schema revision 9999 is newer"):
         Ledger(str(path))
+
+
+def test_pre_alembic_postgresql_ledger_is_repaired(pg: TempPostgres) -> None:
+    """The old code created its schema on PostgreSQL too (tenant add worked), but its ingest failed: the batch
+    id relied on SQLite's rowid ("null value in column id"). Such a ledger converts and then ingests."""
+    from pricing_fixtures import BOOK, rec
+
+    url = pg.create_database("legacy_pg", "template0")
+    old = sqlite3.connect(DATA / "ledger-v3.sqlite")
+    query = "SELECT sql FROM sqlite_master WHERE type IN ('table', 'index') AND sql IS NOT NULL"
+    ddl = [r[0] for r in old.execute(query)]
+    old.close()
+    led_engine = create_engine(url)
+    with led_engine.begin() as conn:
+        for stmt in ddl:  # the old DDL, as the old code ran it on PostgreSQL
+            conn.execute(text(stmt))
+        conn.execute(text("INSERT INTO schema_version VALUES (1, 'then'), (2, 'then'), (3, 'then')"))
+        conn.execute(text("INSERT INTO tenant VALUES ('acme', 'vbp', :b, 'x', 'then')"), {"b": BOOK})
+        batch = "INSERT INTO ingest_batch (source_file, file_sha256, n_new, n_same, ingested_at)"
+        with pytest.raises(DBAPIError, match="null value in column"), conn.begin_nested():
+            conn.execute(text(batch + " VALUES ('f', 'h', 1, 0, 'now')"))
+    led_engine.dispose()
+    led = Ledger(url)
+    assert led.revision() == "0001" and schema_diff(led) == []
+    assert led.ingest([rec(record_id="a")], tenant="acme").new == 1
+    assert invoice(led, "acme", "2026-11")["total"] == "0.10"
+    with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:
+        conn.execute(text("DELETE FROM usage"))
+    led.close()

@@ -234,10 +234,6 @@ class Ledger:
         else:
             ctx.__exit__(None, None, None)
 
-    def _begin_retry(self) -> Any:
-        """The writer transaction (kept for callers of the older name)."""
-        return self._write()
-
     # --- schema --------------------------------------------------------------------------------
     @_db_errors
     def revision(self) -> str | None:

@@ -119,6 +119,13 @@ def upgrade() -> None:
         for name in ("usage", "ingest_batch", "invoice", "tenant"):
             if name in old:
                 conn.exec_driver_sql(f"ALTER TABLE {name} RENAME TO {name}_v3")
+                if dialect == "postgresql":  # constraint and index names are per schema there: free them
+                    names = conn.execute(
+                        sa.text("SELECT conname FROM pg_constraint WHERE conrelid = CAST(:t AS regclass)"),
+                        {"t": f"{name}_v3"},
+                    ).scalars()
+                    for cn in list(names):
+                        conn.exec_driver_sql(f'ALTER TABLE {name}_v3 RENAME CONSTRAINT "{cn}" TO "{cn}_v3"')
     md = sa.MetaData()
     tables = _tables(md)
     for table in tables.values():
