@@ -24,7 +24,7 @@ from paccp.pricing.book import ROUNDING_MODES, Rounding
 from paccp.pricing.ledger import Ledger
 
 SETTINGS = settings(
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
