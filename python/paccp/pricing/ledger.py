@@ -49,6 +49,8 @@ PG_LOCK_KEY = 0x5041_4343_504C_4447 - 2**63
 #: Test hook: seconds to sleep inside the ingest transaction after half the rows are written.
 SLEEP_ENV = "PACCP_TEST_INGEST_SLEEP"
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+#: Where paccp before the per-user default kept its ledger (the current directory).
+LEGACY_DEFAULT = "paccp-ledger.sqlite"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 P = ParamSpec("P")
@@ -94,7 +96,10 @@ def _prepare_sqlite_file(url: str, default: bool, create: bool) -> None:
             raise UserError(f"ledger {p}: not an SQLite database (give --db a ledger file or a URL)")
         return
     if not create:
-        raise UserError(f"ledger {p} does not exist (a ledger is created by: paccp bill tenant add ...)")
+        hint = ""
+        if default and Path(LEGACY_DEFAULT).is_file():
+            hint = f"; an older paccp kept its default ledger in ./{LEGACY_DEFAULT}: pass --db {LEGACY_DEFAULT}"
+        raise UserError(f"ledger {p} does not exist (a ledger is created by: paccp bill tenant add ...){hint}")
     if default:
         p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     elif not p.parent.is_dir():
