@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from paccp.errors import UserError
@@ -98,8 +98,12 @@ def _prepare_sqlite_file(url: str, default: bool, create: bool) -> None:
     if not create:
         hint = ""
         if default and Path(LEGACY_DEFAULT).is_file():
-            hint = f"; an older paccp kept its default ledger in ./{LEGACY_DEFAULT}: pass --db {LEGACY_DEFAULT}"
-        raise UserError(f"ledger {p} does not exist (a ledger is created by: paccp bill tenant add ...){hint}")
+            hint = (
+                f"; an older paccp kept its default ledger in ./{LEGACY_DEFAULT}: pass --db {LEGACY_DEFAULT}"
+            )
+        raise UserError(
+            f"ledger {p} does not exist (a ledger is created by: paccp bill tenant add ...){hint}"
+        )
     if default:
         p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     elif not p.parent.is_dir():
@@ -190,10 +194,7 @@ class Ledger:
         if self.dialect == "sqlite":
             _prepare_sqlite_file(self.url, not (db or os.environ.get("PACCP_LEDGER")), create)
             self._sqlite_setup(self.engine)
-        elif self.dialect == "postgresql":
-            # many-row INSERT ... VALUES pages instead of one statement per row (about 1.6x faster here)
-            self.engine.dialect.use_insertmanyvalues_wo_returning = True
-        else:
+        elif self.dialect != "postgresql":
             raise UserError(f"ledger {self.display_url}: only SQLite and PostgreSQL are supported")
         self.migrate()
 
@@ -416,25 +417,46 @@ class Ledger:
                  "n_same": len(seen) - len(fresh), "ingested_at": _now()},
             )  # fmt: skip
             batch_id = int(res.inserted_primary_key[0])  # type: ignore[index]
-            ins = self._insert_usage()
             half = len(fresh) // 2
+            stored = 0
             for part_no, part in enumerate((fresh[:half], fresh[half:])):
                 if part:
-                    conn.execute(ins, [_row(r, h, batch_id) for r, h in part])
+                    stored += self._insert_usage(conn, [_row(r, h, batch_id) for r, h in part])
                 if part_no == 0 and sleep_s > 0:
                     print(f"INGEST-MIDWAY {half}", file=sys.stderr, flush=True)
                     time.sleep(sleep_s)
-            stored = conn.execute(
-                select(func.count()).select_from(u).where(u.c.batch_id == batch_id)
-            ).scalar()
             if stored != len(fresh):  # cannot happen under the write lock; never commit a partial file
-                raise UserError(f"{where}: {len(fresh) - int(stored or 0)} records conflicted while writing")
+                raise UserError(f"{where}: {len(fresh) - stored} records conflicted while writing")
             return IngestResult(where, len(fresh), len(seen) - len(fresh), batch_id)
 
-    def _insert_usage(self) -> Any:
-        """``INSERT ... ON CONFLICT (tenant, record_id) DO NOTHING`` in this backend's dialect."""
-        mod = postgresql if self.dialect == "postgresql" else sqlite
-        return mod.insert(schema.usage).on_conflict_do_nothing(index_elements=["tenant", "record_id"])
+    def _insert_usage(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
+        """``INSERT ... ON CONFLICT (tenant, record_id) DO NOTHING`` of ``rows``; return how many went in.
+
+        SQLite: the driver's executemany of the Core statement. PostgreSQL: the rows are streamed with COPY
+        into a session-private temporary table (``LIKE usage``), then moved with one ``INSERT ... SELECT
+        ... ON CONFLICT DO NOTHING`` (per-row INSERTs cost ~5x more there). Same transaction either way.
+        """
+        u = schema.usage
+        if self.dialect == "sqlite":
+            ins = sqlite.insert(u).on_conflict_do_nothing(index_elements=["tenant", "record_id"])
+            return int(conn.execute(ins, rows).rowcount)  # sqlite3: the rows executemany inserted
+        cols = [c.name for c in u.columns]
+        names = ", ".join(cols)
+        dbapi: Any = conn.connection.dbapi_connection  # psycopg's Connection, inside this transaction
+        with dbapi.cursor() as cur:
+            cur.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS paccp_usage_in (LIKE usage INCLUDING DEFAULTS)"
+                " ON COMMIT DELETE ROWS"
+            )
+            cur.execute("DELETE FROM paccp_usage_in")
+            with cur.copy(f"COPY paccp_usage_in ({names}) FROM STDIN") as cp:
+                for r in rows:  # omega is a finite Decimal (validated): COPY writes it as NUMERIC text
+                    cp.write_row([r[c] for c in cols])
+            cur.execute(
+                f"INSERT INTO usage ({names}) SELECT {names} FROM paccp_usage_in"
+                " ON CONFLICT (tenant, record_id) DO NOTHING"
+            )
+            return int(cur.rowcount)
 
     @_db_errors
     def usage(self, tenant: str, start_ns: int, end_ns: int) -> list[UsageRecord]:
