@@ -55,11 +55,13 @@ class TempPostgres:
             )
         self.bindir = bindir
         self.durable = durable
-        self.root = Path(tempfile.mkdtemp(prefix="paccp-pg-"))
+        as_root = os.geteuid() == 0
+        # as root the server runs as nobody, who must reach the directory: /tmp, not a private $TMPDIR
+        self.root = Path(tempfile.mkdtemp(prefix="paccp-pg-", dir="/tmp" if as_root else None))
         self.data = self.root / "data"
         self.proc: subprocess.Popen[bytes] | None = None
         self._user: str | None = None
-        if os.geteuid() == 0:
+        if as_root:
             self._user = "nobody"
             pw = pwd.getpwnam(self._user)
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
