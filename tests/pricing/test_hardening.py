@@ -182,7 +182,7 @@ def test_a_file_that_is_not_a_ledger(capsys: pytest.CaptureFixture[str], tmp_pat
         ({"omega": 0}, "omega"),
         ({"theta_bps": 10**15, "cos": "mrg"}, "theta_bps"),
         ({"bytes": 200 * 10**12 * 3600 // 8 + 1}, "more than a 1600 Gb/s link carries"),
-        ({"bytes": 1, "end_ns": T0}, "more than a 1600 Gb/s link carries"),
+        ({"bytes": 65_537, "end_ns": T0}, "more than a 1600 Gb/s link carries"),
         ({"tenant": "ac\x00me"}, "control characters"),
         ({"vm": "\ud800"}, "unicode"),
         ({"deadline_met": 1, "deadline_ns": T0}, "deadline_met"),
