@@ -35,22 +35,23 @@ from pydantic import (
     model_validator,
 )
 
+from paccp import limits
 from paccp.cos import pair_error
 from paccp.errors import UserError
+from paccp.limits import INT64_MAX
 
 SCHEMA_VERSION = 1
 
 #: Physical bounds a record must respect (checked before anything is stored; docs/usage-records.md).
-INT64_MAX = 2**63 - 1
-#: The fastest link a record may describe (1.6 Tb/s, twice today's fastest NICs): theta at most this, and
-#: ``bytes`` at most what it carries in the record's interval.
-MAX_LINK_BPS = 1_600_000_000_000
+#: The fastest link a record may describe (the simulator's rate limit, :data:`paccp.limits.MAX_RATE_BPS`):
+#: theta at most this, and ``bytes`` at most what it carries in the record's interval.
+MAX_LINK_BPS = limits.MAX_RATE_BPS
 #: omega range (a VM's pair split over many flows gives small fractions; no sane purchase exceeds 1e6).
 #: Bytes one acknowledgement may cover at once (a 64 KiB segmentation-offload burst sent before a very
 #: short interval began): the allowance on top of rate x time, so a metered slice of a few ns is not refused.
 ACK_BURST_BYTES = 65_536
 MIN_OMEGA = Decimal("1e-9")
-MAX_OMEGA = Decimal(10) ** 6
+MAX_OMEGA = Decimal(int(limits.MAX_OMEGA))
 MAX_OMEGA_DIGITS = 40
 
 

@@ -62,6 +62,14 @@ def _finite(v: Decimal) -> Decimal:
     return v
 
 
+def _rate(text: str) -> int:
+    """A rate in a book; a parse error becomes a field error (so the message names the field)."""
+    try:
+        return parse_rate_bps(text)
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+
+
 Price = Annotated[Decimal, AfterValidator(_finite), Field(ge=0, le=MAX_PRICE)]
 
 
@@ -161,7 +169,7 @@ class SoftBWBook(BaseModel):
     @field_validator("capacity")
     @classmethod
     def _cap(cls, v: str) -> str:
-        cap = parse_rate_bps(v)
+        cap = _rate(v)
         if not 0 < cap <= MAX_LINK_BPS:
             raise ValueError(f"capacity must be > 0 and at most {MAX_LINK_BPS} bit/s")
         return v
@@ -189,7 +197,7 @@ class BuyGrid(BaseModel):
     @field_validator("theta_step")
     @classmethod
     def _ts(cls, v: str) -> str:
-        if not 0 < parse_rate_bps(v) <= MAX_LINK_BPS:
+        if not 0 < _rate(v) <= MAX_LINK_BPS:
             raise ValueError(f"theta_step must be > 0 and at most {MAX_LINK_BPS} bit/s")
         return v
 

@@ -42,7 +42,7 @@ def check_bounds(
     """Reject, with one line, a quote argument outside the bounds of docs/pricing.md ("Bounds")."""
     for name, v in (("theta", theta_bps), ("rate", rate_bps)):
         if v is not None and not 0 <= v <= MAX_LINK_BPS:
-            raise UserError(f"{name} must be between 0 and {MAX_LINK_BPS} bit/s (1.6 Tbit)")
+            raise UserError(f"{name} must be between 0 and {MAX_LINK_BPS:.0e} bit/s")
     for name, v in (("duration", duration_ns), ("deadline", deadline_ns)):
         if v is not None and not 0 <= v <= MAX_DURATION_NS:
             raise UserError(f"{name} must be between 0 and 100 years")
