@@ -6,11 +6,14 @@ into a fresh SQLite file and into a fresh database on a throwaway PostgreSQL ser
 each backend the JSON gives the wall time and records/s of the whole ``ingest_file`` (read, validate, check
 chargeability and duplicates, write in one transaction, commit), of the re-ingest (a no-op) and of the
 invoice; ``parse_s`` is the time of reading and validating the file alone, the part both backends share.
+``ingest_client_cpu_s`` is this process's CPU time during the ingest (PostgreSQL's server work is not in
+it); the load average tells how busy the machine was, since wall times on a shared machine vary with it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -61,9 +64,9 @@ def _one(db: str, usage: Path, book_text: str, n: int) -> dict[str, Any]:
 
     led = Ledger(db)
     led.add_tenant("bench", "vbp", book_text)
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     res = led.ingest_file(usage, tenant="bench")
-    ingest_s = time.perf_counter() - t
+    ingest_s, ingest_cpu_s = time.perf_counter() - t, time.process_time() - cpu
     if res.new != n:
         raise UserError(f"bench: {res.new} of {n} records ingested")
     t = time.perf_counter()
@@ -78,6 +81,7 @@ def _one(db: str, usage: Path, book_text: str, n: int) -> dict[str, Any]:
     return {
         "ingest_s": round(ingest_s, 3),
         "ingest_records_per_s": round(n / ingest_s),
+        "ingest_client_cpu_s": round(ingest_cpu_s, 3),
         "reingest_s": round(reingest_s, 3),
         "reingest_new": again.new,
         "invoice_s": round(invoice_s, 3),
@@ -111,7 +115,12 @@ def run_cli(records: int = 200_000, out: str = "") -> None:
         raise UserError("bench ledger: the two backends gave different invoice totals")
     doc = {
         "ledger": results,
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+        },
     }
     text = json.dumps(doc, indent=2, sort_keys=True)
     print(text)
