@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 from decimal import Decimal
 from pathlib import Path
@@ -160,6 +161,15 @@ def test_a_file_that_is_not_a_ledger(capsys: pytest.CaptureFixture[str], tmp_pat
     code, _, err = cli(capsys, "bill", "tenant", "list", "--db", str(notdb))
     assert one_line_error(code, err) and "not an SQLite database" in err
     assert notdb.read_text().startswith("hello")  # untouched
+    other = tmp_path / "other.sqlite"  # an SQLite database of another program: not ours to change
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY)")
+    con.commit()
+    con.close()
+    before = other.read_bytes()
+    code, _, err = cli(capsys, "bill", "tenant", "add", "x", "--db", str(other))
+    assert one_line_error(code, err) and "not a paccp ledger (it has tables photos)" in err
+    assert other.read_bytes() == before
     code, _, err = cli(capsys, "bill", "tenant", "list", "--db", str(tmp_path))
     assert one_line_error(code, err) and "directory" in err
     code, _, err = cli(capsys, "bill", "tenant", "list", "--db", "mysql://x@y/z")

@@ -34,7 +34,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
@@ -196,7 +196,7 @@ class Ledger:
             self._sqlite_setup(self.engine)
         elif self.dialect != "postgresql":
             raise UserError(f"ledger {self.display_url}: only SQLite and PostgreSQL are supported")
-        self.migrate()
+        self.migrate(create=create)
 
     @staticmethod
     def _sqlite_setup(engine: Engine) -> None:
@@ -250,8 +250,12 @@ class Ledger:
             return MigrationContext.configure(conn).get_current_revision()
 
     @_db_errors
-    def migrate(self) -> str:
-        """Bring the schema to the newest revision (one writer transaction); return the revision."""
+    def migrate(self, create: bool = True) -> str:
+        """Bring the schema to the newest revision (one writer transaction); return the revision.
+
+        A database with other tables and no ledger is refused (it is not ours to change); an empty one
+        becomes a ledger only with ``create``.
+        """
         from alembic import command
         from alembic.config import Config
         from alembic.runtime.migration import MigrationContext
@@ -262,6 +266,16 @@ class Ledger:
             return head
         with self._write() as conn:
             have = MigrationContext.configure(conn).get_current_revision()
+            tables = set(inspect(conn).get_table_names())
+            if have is None and "schema_version" not in tables:  # neither ours nor a pre-Alembic ledger
+                if tables:
+                    shown = ", ".join(sorted(tables)[:5])
+                    raise UserError(f"ledger {self.display_url}: not a paccp ledger (it has tables {shown})")
+                if not create:
+                    raise UserError(
+                        f"ledger {self.display_url}: no ledger in this database yet"
+                        " (a ledger is created by: paccp bill tenant add ...)"
+                    )
             script = ScriptDirectory(str(MIGRATIONS_DIR))
             if (
                 have is not None
