@@ -448,7 +448,8 @@ class Ledger:
 
         SQLite: the driver's executemany of the Core statement. PostgreSQL: the rows are streamed with COPY
         into a session-private temporary table (``LIKE usage``), then moved with one ``INSERT ... SELECT
-        ... ON CONFLICT DO NOTHING`` (row-by-row INSERTs cost several times more there). Same transaction either way.
+        ... ON CONFLICT DO NOTHING`` (row-by-row INSERTs cost several times more there). Same transaction
+        either way.
         """
         u = schema.usage
         if self.dialect == "sqlite":
