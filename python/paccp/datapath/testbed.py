@@ -79,7 +79,9 @@ def parse_flow_specs(text: str) -> list[FlowSpec]:
 class Net:
     """Namespaces, links, cgroups and processes of one run; :meth:`cleanup` removes all of them."""
 
-    run_id: str = field(default_factory=lambda: "p" + secrets.token_hex(3))
+    run_id: str = field(
+        default_factory=lambda: os.environ.get("PACCP_NETNS_PREFIX", "p") + secrets.token_hex(3)
+    )
     namespaces: list[str] = field(default_factory=list)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     cgroups: list[Path] = field(default_factory=list)
@@ -204,10 +206,8 @@ class Net:
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
             _sh(["ip", "netns", "del", name], check=False)
-        if core.is_loaded():
-            for cg in self.cgroups:
-                with contextlib.suppress(Exception):
-                    core.vm_clear(str(cg))
+        # removing a VM's cgroup closes its metering (final slice, exporter series stop): the BPF
+        # cgroup_rmdir program does it at rmdir, core.reap is the fallback
         for cg in [*reversed(self.cgroups), *([self.cg_parent] if self.cg_parent else [])]:
             for _ in range(50):
                 try:
@@ -217,6 +217,9 @@ class Net:
                     break
                 except OSError:
                     time.sleep(0.1)
+        if core.is_loaded() and core.is_current():
+            with contextlib.suppress(Exception), core.Maps() as m:
+                core.reap(m)
         self.namespaces.clear()
         self.procs.clear()
         self.cgroups.clear()
@@ -312,7 +315,14 @@ def _run_flows(
             if probe is not None and probed is not None:
                 if first is None and now - t0 >= omit_s + 0.3:
                     first = (now, probe())
-                elif first is not None and not probed and now - t0 >= omit_s + duration_s - 0.3:
+                elif (
+                    first is not None
+                    and not probed
+                    and (
+                        now - t0 >= omit_s + duration_s - max(0.3, 0.1 * duration_s)
+                        or any(c.poll() is not None for c in clients.values())  # late loop on a busy machine
+                    )
+                ):
                     b = probe()
                     for k, v in b.items():
                         probed[k] = (v - first[1][k]) * 8 / (now - first[0])

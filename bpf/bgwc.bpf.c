@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The MPTCP bandwidth-guarantee / work-conservation scheme (IEEE Access 2019) on the kernel's own MPTCP.
+ *
+ * - bgwc_sockops (cgroup sock_ops): every MPTCP subflow is a TCP socket of its connection's cgroup; at
+ *   its active open the subflow's local address decides its class (bgwc_addr: BG or WC). BG subflows get
+ *   DSCP EF (ToS 0xb8) and reno; WC subflows get DSCP CS1 (ToS 0x20) and the bgwc_wc congestion control.
+ *   Switch ports classify on the ToS (u32) into strict-priority htb classes; the VM's egress htb limits
+ *   its BG class to its guarantee.
+ * - bgwc_wc (struct_ops TCP CC): Reno whose additive increase is alpha_w = (A_l / K)^2 segments per RTT
+ *   (paper Eq. 7), so a VM's K WC subflows together compete like A_l Reno flows. A_l and K come from
+ *   bgwc_vm, keyed by the subflow's cgroup id: K is the configured value, or (0) the VM's live WC
+ *   subflows; policy 0 gives alpha_w = 1 (plain uncoupled Reno, the paper's "no policy").
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char _license[] SEC("license") = "GPL";
+
+#define SOL_IP 0
+#define IP_TOS 1
+#define SOL_TCP 6
+#define TCP_CONGESTION 13
+#define TCP_CONG_NON_RESTRICTED 0x1
+#define BGWC_BG 1
+#define BGWC_WC 2
+#define TOS_BG 0xb8
+#define TOS_WC 0x20
+#define AI_SHIFT 16
+
+struct bgwc_class {
+	__u32 cls; /* BGWC_BG or BGWC_WC */
+	__u32 pad;
+};
+
+struct bgwc_vm {
+	__u32 a_l;    /* competition level A_l (>= 1) */
+	__u32 k_set;  /* K, or 0: count the VM's live WC subflows */
+	__u32 k_live; /* live WC subflows (kept by the CC) */
+	__u32 policy; /* 1: alpha_w = (A_l/K)^2; 0: alpha_w = 1 */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* IPv4 address, network order */
+	__type(value, struct bgwc_class);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} bgwc_addr SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64); /* cgroup v2 id of the VM */
+	__type(value, struct bgwc_vm);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} bgwc_vm SEC(".maps");
+
+struct wc_ca {
+	__u64 vmid;
+	__u64 acc; /* additive-increase accumulator, in segments << AI_SHIFT */
+	__u32 prior_cwnd;
+	__u32 counted;
+};
+
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct wc_ca *ca_of(const struct sock *sk)
+{
+	return (struct wc_ca *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+/* alpha_w in segments per RTT, << AI_SHIFT */
+static __always_inline __u64 alpha_of(struct wc_ca *ca)
+{
+	__u64 vmid = ca->vmid;
+	struct bgwc_vm *v = bpf_map_lookup_elem(&bgwc_vm, &vmid);
+	__u64 a, k;
+
+	if (!v || !v->policy)
+		return 1ULL << AI_SHIFT;
+	a = v->a_l ? v->a_l : 1;
+	k = v->k_set ? v->k_set : v->k_live;
+	if (k == 0)
+		k = 1;
+	return ((a * a) << AI_SHIFT) / (k * k);
+}
+
+SEC("struct_ops/bgwc_init")
+void BPF_PROG(bgwc_init, struct sock *sk)
+{
+	struct wc_ca *ca = ca_of(sk);
+	struct cgroup *cg = sk->sk_cgrp_data.cgroup;
+	struct bgwc_vm *v;
+	__u64 vmid;
+
+	ca->acc = 0;
+	ca->prior_cwnd = 0;
+	ca->counted = 0;
+	ca->vmid = cg ? cg->kn->id : 0;
+	vmid = ca->vmid;
+	v = bpf_map_lookup_elem(&bgwc_vm, &vmid);
+	if (v) {
+		__sync_fetch_and_add(&v->k_live, 1);
+		ca->counted = 1;
+	}
+}
+
+SEC("struct_ops/bgwc_release")
+void BPF_PROG(bgwc_release, struct sock *sk)
+{
+	struct wc_ca *ca = ca_of(sk);
+	__u64 vmid = ca->vmid;
+	struct bgwc_vm *v;
+
+	if (!ca->counted)
+		return;
+	v = bpf_map_lookup_elem(&bgwc_vm, &vmid);
+	if (v && v->k_live > 0)
+		__sync_fetch_and_add(&v->k_live, -1);
+	ca->counted = 0;
+}
+
+SEC("struct_ops/bgwc_cong_avoid")
+void BPF_PROG(bgwc_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct wc_ca *ca = ca_of(sk);
+	__u32 cwnd = tp->snd_cwnd;
+	__u64 w, add;
+
+	if (!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited))
+		return;
+	if (cwnd < tp->snd_ssthresh) {
+		/* slow start as Reno: one segment per acked segment, up to ssthresh */
+		__u32 to = cwnd + acked;
+
+		if (to > tp->snd_ssthresh)
+			to = tp->snd_ssthresh;
+		acked -= to - cwnd;
+		cwnd = to;
+		if (!acked) {
+			tp->snd_cwnd = cwnd;
+			return;
+		}
+	}
+	/* congestion avoidance: alpha_w segments per window of acked segments */
+	ca->acc += (__u64)acked * alpha_of(ca);
+	w = (__u64)(cwnd ? cwnd : 1) << AI_SHIFT;
+	if (ca->acc >= w) {
+		add = ca->acc / w;
+		if (add > 64)
+			add = 64;
+		ca->acc -= add * w;
+		cwnd += (__u32)add;
+	}
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	tp->snd_cwnd = cwnd;
+}
+
+SEC("struct_ops/bgwc_ssthresh")
+__u32 BPF_PROG(bgwc_ssthresh, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct wc_ca *ca = ca_of(sk);
+	__u32 half = tp->snd_cwnd >> 1;
+
+	ca->prior_cwnd = tp->snd_cwnd;
+	ca->acc = 0;
+	return half > 2 ? half : 2;
+}
+
+SEC("struct_ops/bgwc_undo_cwnd")
+__u32 BPF_PROG(bgwc_undo_cwnd, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct wc_ca *ca = ca_of(sk);
+
+	return tp->snd_cwnd > ca->prior_cwnd ? tp->snd_cwnd : ca->prior_cwnd;
+}
+
+SEC(".struct_ops")
+struct tcp_congestion_ops bgwc_ops = {
+	.init = (void *)bgwc_init,
+	.release = (void *)bgwc_release,
+	.cong_avoid = (void *)bgwc_cong_avoid,
+	.ssthresh = (void *)bgwc_ssthresh,
+	.undo_cwnd = (void *)bgwc_undo_cwnd,
+	.flags = TCP_CONG_NON_RESTRICTED,
+	.name = "bgwc_wc",
+};
+
+/* sockops: class (ToS, congestion control) of each subflow from its local address, at its active open. */
+SEC("sockops")
+int bgwc_sockops(struct bpf_sock_ops *skops)
+{
+	char wc[] = "bgwc_wc";
+	char reno[] = "reno";
+	struct bgwc_class *c;
+	__u32 addr;
+	int tos;
+
+	if (skops->op != BPF_SOCK_OPS_TCP_CONNECT_CB)
+		return 1;
+	addr = skops->local_ip4;
+	c = bpf_map_lookup_elem(&bgwc_addr, &addr);
+	if (!c)
+		return 1;
+	if (c->cls == BGWC_WC) {
+		tos = TOS_WC;
+		bpf_setsockopt(skops, SOL_IP, IP_TOS, &tos, sizeof(tos));
+		bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, wc, sizeof(wc));
+	} else if (c->cls == BGWC_BG) {
+		tos = TOS_BG;
+		bpf_setsockopt(skops, SOL_IP, IP_TOS, &tos, sizeof(tos));
+		bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, reno, sizeof(reno));
+	}
+	return 1;
+}
