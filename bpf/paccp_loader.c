@@ -5,8 +5,8 @@
  *
  *   paccp_loader load OBJ PINDIR     load the object, pin every map under PINDIR (LIBBPF_PIN_BY_NAME),
  *                                    register each struct_ops map and pin it as PINDIR/<map name>, pin
- *                                    each sockops / cgroup sockopt program as PINDIR/<program name>
- *                                    (the caller attaches them to cgroups), attach each tracing
+ *                                    each sockops / cgroup sockopt / tc program as PINDIR/<program
+ *                                    name> (the caller attaches them), attach each tracing
  *                                    (tp_btf) program and pin its link as PINDIR/<program name>_link
  *   paccp_loader unload PINDIR NAME  unregister the struct_ops pinned as PINDIR/NAME (the caller removes
  *                                    the pins)
@@ -67,7 +67,8 @@ static int do_load(const char *obj_path, const char *pindir)
 	bpf_object__for_each_program(prog, obj) {
 		enum bpf_prog_type t = bpf_program__type(prog);
 
-		if (t == BPF_PROG_TYPE_SOCK_OPS || t == BPF_PROG_TYPE_CGROUP_SOCKOPT) {
+		if (t == BPF_PROG_TYPE_SOCK_OPS || t == BPF_PROG_TYPE_CGROUP_SOCKOPT ||
+		    t == BPF_PROG_TYPE_SCHED_CLS) {
 			snprintf(path, sizeof(path), "%s/%s", pindir, bpf_program__name(prog));
 			if (bpf_program__pin(prog, path)) {
 				fprintf(stderr, "cannot pin %s: %s\n", path, strerror(errno));

@@ -1,0 +1,493 @@
+"""MPTCP BG/WC testbeds (paper's Fig. 11 topology, scaled): S_i -> sw1 =(shared link)=> sw2 -> R_i.
+
+Every server S_i is a namespace and a cgroup (its VM) with two addresses on one veth: 10.71.i.2 (its BG
+address, the connection's first subflow) and 10.72.i.2 (a ``subflow`` MPTCP endpoint: the in-kernel path
+manager opens the WC subflow from it). ``bpf/bgwc.bpf.c`` marks each subflow by its source address and
+gives WC subflows the (A_l/K)^2 congestion control. S_i's egress limits BG to its guarantee (htb); every
+switch egress (sw1 -> sw2, sw2 -> R_i) serves BG strictly before WC (:mod:`paccp.datapath.prio`). The
+senders are MPTCP sockets (``IPPROTO_MPTCP``) writing as fast as they can; throughput per class is read from
+the htb class counters of each server's egress over the measured window (bytes sent, retransmissions
+included).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paccp.datapath import mptcp, prio
+from paccp.datapath.drive import CpuMeter, judge
+from paccp.datapath.testbed import Net, testbed
+from paccp.errors import EnvironmentUnsupported, UserError
+
+PORT = 5400
+# (WC pacing divisor, BG pacing boost, WC TCP_NOTSENT_LOWAT bytes): see bpf/bgwc.bpf.c. Measured at
+# 100 Mbit/s (README): without them (1, 1, 0) the kernel's scheduler parks MBs on the WC subflows and the BG
+# subflows fall to 0.65-0.90 of their guarantees; BG-only connections hold 0.986.
+TUNING = (1, 10, 32768)
+KERNEL_DEFAULT = (1, 1, 0)
+RCV_RMEM = ""
+U_PAPER_BPS = 75_000_000  # the paper's bandwidth unit U: A_l = B_g / U
+PAPER_RATE_BPS = 1_000_000_000
+
+SINK = """
+import socket, sys, threading
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", int(sys.argv[1]))); srv.listen(64)
+def drain(c):
+    while c.recv(1 << 18):
+        pass
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
+"""
+
+SENDER = """
+import socket, sys, threading, time
+dst, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+start, stop = float(sys.argv[4]), float(sys.argv[5])
+time.sleep(max(0.0, start))
+end = time.monotonic() + stop - start
+buf = b"x" * 65536
+def run():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+    s.connect((dst, port))
+    s.settimeout(0.5)
+    while time.monotonic() < end:
+        try:
+            s.send(buf)
+        except TimeoutError:
+            pass
+    s.close()
+ts = [threading.Thread(target=run) for _ in range(n)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+"""
+
+
+@dataclass
+class Server:
+    """One sending server (VM): guarantee, WC competition level, connections, active window (s)."""
+
+    name: str
+    guarantee_bps: int
+    a_l: int = 1
+    conns: int = 1
+    start_s: float = 0.0
+    stop_s: float | None = None  # None: until the end
+    wc: bool = True  # False: no WC subflow (no subflow endpoint): BG-only
+
+
+@dataclass
+class Result:
+    """Per-server BG and WC rates (bit/s) over the window, shared-link utilisation, CPU, verdict."""
+
+    bg_bps: dict[str, float] = field(default_factory=dict)  # goodput (bytes acked) of BG subflows
+    wc_bps: dict[str, float] = field(default_factory=dict)  # goodput of WC subflows
+    bg_sent_bps: dict[str, float] = field(default_factory=dict)  # bytes the VM's BG class sent (htb)
+    wc_sent_bps: dict[str, float] = field(default_factory=dict)  # incl. retransmissions
+    link_bps: float = 0.0
+    link_bg_bps: float = 0.0
+    link_wc_bps: float = 0.0
+    cpu_busy: float | None = None
+    subflows: dict[str, int] = field(default_factory=dict)
+
+
+def _queue(rate_bps: int) -> int:
+    return max(32 * 1514, rate_bps // 8 // 1000 * 2)  # 2 ms, at least 32 packets
+
+
+def build(net: Net, servers: list[Server], rate_bps: int, policy: bool) -> dict[str, Path]:
+    """Namespaces, addresses, MPTCP endpoints, tc and BPF classification; returns each server's cgroup."""
+    q = _queue(rate_bps)
+    bg, wc = mptcp.TOS["bg"], mptcp.TOS["wc"]
+    net.add_node("sw1", router=True)
+    net.add_node("sw2", router=True)
+    up, _down = net.link("sw1", "10.90.0.1/30", "sw2", "10.90.0.2/30")
+    prio.strict_priority_port(net, "sw1", up, rate_bps, q, bg, wc)
+    net.ip("sw1", "route", "add", "10.80.0.0/16", "via", "10.90.0.2")
+    for sub in ("10.71.0.0/16", "10.72.0.0/16"):
+        net.ip("sw2", "route", "add", sub, "via", "10.90.0.1")
+    cgs: dict[str, Path] = {}
+    for i, s in enumerate(servers, start=1):
+        sname, rname = s.name, f"r{i}"
+        net.add_node(sname)
+        net.add_node(rname)
+        se, _sw = net.link(sname, f"10.71.{i}.2/24", "sw1", f"10.71.{i}.1/24")
+        net.ip(sname, "addr", "add", f"10.72.{i}.2/24", "dev", se)
+        net.ip("sw1", "addr", "add", f"10.72.{i}.1/24", "dev", _sw)
+        net.ip(sname, "route", "add", "default", "via", f"10.71.{i}.1")
+        _d, _re = net.link("sw2", f"10.80.{i}.1/24", rname, f"10.80.{i}.2/24")
+        net.ip(rname, "route", "add", "default", "via", f"10.80.{i}.1")
+        prio.strict_priority_port(net, "sw2", _d, rate_bps, q, bg, wc)
+        prio.vm_port(net, sname, se, rate_bps, s.guarantee_bps, 4 * q, bg, wc)
+        net.ip(sname, "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "0")
+        if s.wc:
+            net.ip(sname, "mptcp", "endpoint", "add", f"10.72.{i}.2", "dev", se, "subflow")
+        net.ip(rname, "mptcp", "limits", "set", "subflows", "8", "add_addr_accepted", "0")
+        if RCV_RMEM:
+            net.exec(rname, "sysctl", "-qw", f"net.ipv4.tcp_rmem={RCV_RMEM}")
+        mptcp.addr_set(f"10.71.{i}.2", "bg")
+        mptcp.addr_set(f"10.72.{i}.2", "wc")
+        cgs[sname] = net.cgroup(sname)
+        mptcp.vm_set(str(cgs[sname]), s.a_l, 0, policy)
+    return cgs
+
+
+def _subflows(net: Net, node: str) -> dict[str, tuple[str, int]]:
+    """Established subflows of ``node`` to the sink: socket -> (class by local address, bytes acked)."""
+    res = net.exec(node, "ss", "-tniH", "state", "established", f"dport = :{PORT}", check=False)
+    out: dict[str, tuple[str, int]] = {}
+    key = cls = ""
+    for line in res.stdout.splitlines():
+        if not line.startswith(("\t", " ")):
+            parts = line.split()
+            if len(parts) >= 4:
+                key = f"{parts[-2]}>{parts[-1]}"
+                cls = "wc" if parts[-2].startswith("10.72.") else "bg"
+            continue
+        m = re.search(r"bytes_acked:(\d+)", line)
+        if key:
+            out[key] = (cls, int(m.group(1)) if m else 0)
+            key = ""
+    return out
+
+
+def _goodput(a: dict[str, tuple[str, int]], b: dict[str, tuple[str, int]], dt: float) -> dict[str, float]:
+    """Bytes acked per class between two snapshots (subflows born in between count from 0), in bit/s."""
+    out = {"bg": 0.0, "wc": 0.0}
+    for k, (cls, acked) in b.items():
+        out[cls] += (acked - a.get(k, (cls, 0))[1]) * 8 / dt
+    return out
+
+
+def run(
+    servers: list[Server],
+    rate_bps: int,
+    duration_s: float,
+    policy: bool = True,
+    omit_s: float = 2.0,
+    tuning: tuple[int, int, int] | None = None,
+) -> Result:
+    """Run the servers' MPTCP connections for ``omit_s + duration_s`` and measure the last ``duration_s``.
+
+    ``tuning``: (WC pacing divisor, BG pacing boost, WC notsent low-water mark), see :data:`TUNING`.
+    """
+    if rate_bps <= 0 or duration_s <= 0:
+        raise UserError("rate and duration must be > 0")
+    mptcp.load()
+    mptcp.set_tuning(*(TUNING if tuning is None else tuning))
+    res = Result()
+    total = omit_s + duration_s
+    with testbed() as net:
+        try:
+            cgs = build(net, servers, rate_bps, policy)
+            for i, _s in enumerate(servers, start=1):
+                net.spawn(f"r{i}", ["python3", "-c", SINK, str(PORT)])
+            time.sleep(0.5)
+            for i, s in enumerate(servers, start=1):
+                stop = total + 0.5 if s.stop_s is None else s.stop_s
+                net.spawn(
+                    s.name,
+                    [
+                        "python3",
+                        "-c",
+                        SENDER,
+                        f"10.80.{i}.2",
+                        str(PORT),
+                        str(s.conns),
+                        str(s.start_s),
+                        str(stop),
+                    ],
+                    cgroup=cgs[s.name],
+                )
+            devs = {s.name: "e0" for s in servers}
+            time.sleep(omit_s)
+            cpu = CpuMeter()
+            cpu.start()
+            t0 = time.monotonic()
+            b0 = {n: prio.class_bytes(net, n, d) for n, d in devs.items()}
+            l0 = prio.class_bytes(net, "sw1", "e0")
+            s0 = {n: (_subflows(net, n), time.monotonic()) for n in devs}
+            res.subflows = {n: len(v[0]) for n, v in s0.items()}
+            time.sleep(max(0.0, duration_s - (time.monotonic() - t0)))
+            s1 = {n: (_subflows(net, n), time.monotonic()) for n in devs}
+            b1 = {n: prio.class_bytes(net, n, d) for n, d in devs.items()}
+            l1 = prio.class_bytes(net, "sw1", "e0")
+            dt = time.monotonic() - t0
+            res.cpu_busy = cpu.stop()
+            for n in devs:
+                g = _goodput(s0[n][0], s1[n][0], s1[n][1] - s0[n][1])
+                res.bg_bps[n], res.wc_bps[n] = g["bg"], g["wc"]
+                res.bg_sent_bps[n] = (b1[n].get(prio.HIGH, 0) - b0[n].get(prio.HIGH, 0)) * 8 / dt
+                res.wc_sent_bps[n] = (b1[n].get(prio.LOW, 0) - b0[n].get(prio.LOW, 0)) * 8 / dt
+            res.link_bg_bps = (l1.get(prio.HIGH, 0) - l0.get(prio.HIGH, 0)) * 8 / dt
+            res.link_wc_bps = (l1.get(prio.LOW, 0) - l0.get(prio.LOW, 0)) * 8 / dt
+            res.link_bps = (l1.get("1:1", 0) - l0.get("1:1", 0)) * 8 / dt
+        finally:
+            for i, _s in enumerate(servers, start=1):
+                mptcp.addr_clear(f"10.71.{i}.2")
+                mptcp.addr_clear(f"10.72.{i}.2")
+            net.cleanup()
+            mptcp.reap()
+    return res
+
+
+def scaled(paper_bps: float, rate_bps: int) -> int:
+    """A paper rate (on its 1 Gbit/s testbed) scaled to this testbed's link rate."""
+    return round(paper_bps * rate_bps / PAPER_RATE_BPS)
+
+
+def a_level(guarantee_paper_bps: int) -> int:
+    """The paper's A_l = B_g / U with U = 75 Mbit/s, rounded to an integer >= 1 (400 -> 5, 100 -> 1)."""
+    return max(1, round(guarantee_paper_bps / U_PAPER_BPS))
+
+
+def _mbps(x: float) -> float:
+    return round(x / 1e6, 2)
+
+
+def _write(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def _driven(res: Result, rate_bps: int, demand_bps: float) -> dict[str, Any]:
+    """Link verdict: a shared link whose senders demand more than it carries should be >= 0.85 busy."""
+    util = res.link_bps / rate_bps
+    v = judge({"shared": util} if demand_bps >= rate_bps else {"shared": 1.0}, res.cpu_busy,
+              f"the {rate_bps / 1e6:g} Mbit/s shared link")  # fmt: skip
+    return {"utilisation": round(util, 3), "cpu_busy": res.cpu_busy, "driven": v.driven, "line": v.line}
+
+
+# --- experiments ----------------------------------------------------------------------------------------
+
+PAPER_BG_MBPS = (350, 250, 200, 100)
+
+
+def exp_prio(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
+    """Strictness of the htb priority: S1 BG unlimited (guarantee = link) vs S2 WC only."""
+    servers = [Server("s1", rate_bps, 1), Server("s2", 8000, 1)]
+    res = run(servers, rate_bps, duration_s)
+    wc_share = res.link_wc_bps / max(1.0, res.link_bps)
+    return _write(
+        out,
+        {
+            "experiment": "mptcp-prio",
+            "rate_bps": rate_bps,
+            "link": _driven(res, rate_bps, 2 * rate_bps),
+            "link_bg_mbps": _mbps(res.link_bg_bps),
+            "link_wc_mbps": _mbps(res.link_wc_bps),
+            "subflows": res.subflows,
+            "checks": [
+                {
+                    "statement": "BG strictly before WC at the switch: WC below 5 % of the link while BG "
+                    "wants it all",
+                    "paper": "strict priority queues in the switches",
+                    "ours": f"WC {wc_share:.3f} of the link",
+                    "holds": wc_share < 0.05,
+                }
+            ],
+        },
+    )
+
+
+def _bg_rows(servers: list[Server], res: Result) -> list[dict[str, Any]]:
+    return [
+        {"server": s.name, "guarantee_mbps": _mbps(s.guarantee_bps), "bg_mbps": _mbps(res.bg_bps[s.name]),
+         "bg_over_guarantee": round(res.bg_bps[s.name] / s.guarantee_bps, 3),
+         "wc_mbps": _mbps(res.wc_bps[s.name]),
+         "total_mbps": _mbps(res.bg_bps[s.name] + res.wc_bps[s.name]), "a_l": s.a_l}
+        for s in servers
+    ]  # fmt: skip
+
+
+def exp_bg(rate_bps: int, duration_s: float, out: Path, references: bool = True) -> dict[str, Any]:
+    """Fig. 12: S1-S4 guaranteed 350/250/200/100 (scaled), one connection each; BG at its guarantee.
+
+    With ``references`` the same run is repeated with the kernel's scheduler untuned and with BG-only
+    connections (no WC subflow): what the default scheduler does to BG, measured.
+    """
+
+    def servers(wc: bool = True) -> list[Server]:
+        return [
+            Server(f"s{i}", scaled(g * 1e6, rate_bps), a_level(g * 1_000_000), wc=wc)
+            for i, g in enumerate(PAPER_BG_MBPS, 1)
+        ]
+
+    main = servers()
+    res = run(main, rate_bps, duration_s)
+    checks = []
+    spare = rate_bps - sum(s.guarantee_bps for s in main)
+    for s in main:
+        bg = res.bg_bps[s.name]
+        checks.append(
+            {
+                "statement": f"{s.name}'s BG subflow within 10 % of its guarantee",
+                "paper": "BG subflows at their guarantees (Fig. 12a)",
+                "ours": f"{bg / s.guarantee_bps:.3f} of {_mbps(s.guarantee_bps)} Mb/s",
+                "holds": abs(bg / s.guarantee_bps - 1) <= 0.10,
+            }
+        )
+    wc_total = sum(res.wc_bps.values())
+    checks.append(
+        {
+            "statement": "the spare capacity is taken by WC subflows (WC total >= 0.7 x spare)",
+            "paper": "totals slightly above guarantees (Fig. 12b)",
+            "ours": f"WC {_mbps(wc_total)} Mb/s of {_mbps(spare)} spare; "
+            f"link {res.link_bps / rate_bps:.3f} busy",
+            "holds": wc_total >= 0.7 * spare,
+        }
+    )
+    summary: dict[str, Any] = {
+        "experiment": "mptcp-bg",
+        "rate_bps": rate_bps,
+        "paper_scaled_by": f"{rate_bps / PAPER_RATE_BPS:g}",
+        "tuning": {"wc_pace_div": TUNING[0], "bg_boost": TUNING[1], "wc_notsent_lowat": TUNING[2]},
+        "link": _driven(res, rate_bps, 2 * rate_bps),
+        "servers": _bg_rows(main, res),
+        "subflows": res.subflows,
+    }
+    if references:
+        untuned = run(servers(), rate_bps, duration_s, tuning=KERNEL_DEFAULT)
+        only = servers(wc=False)
+        bg_only = run(only, rate_bps, duration_s)
+        summary["kernel_scheduler_untuned"] = _bg_rows(main, untuned)
+        summary["bg_only"] = _bg_rows(only, bg_only)
+        worst = {
+            "tuned": min(r["bg_over_guarantee"] for r in summary["servers"]),
+            "untuned": min(r["bg_over_guarantee"] for r in summary["kernel_scheduler_untuned"]),
+            "bg_only": min(r["bg_over_guarantee"] for r in summary["bg_only"]),
+        }
+        summary["worst_bg_over_guarantee"] = worst
+        checks.append(
+            {
+                "statement": "the kernel's default scheduler is not BG-first: untuned, BG falls further "
+                "below its guarantee than with BG-only connections",
+                "paper": "LeastRTT: BG below its guarantee until the scheduler shifts (Figs 4-5)",
+                "ours": f"worst BG/guarantee untuned {worst['untuned']:.3f}, tuned {worst['tuned']:.3f}, "
+                f"BG-only {worst['bg_only']:.3f}",
+                "holds": worst["untuned"] < worst["bg_only"],
+            }
+        )
+    summary["checks"] = checks
+    return _write(out, summary)
+
+
+# Table 3: (B_A, B_B, B_C in Mb/s, C may be off) with A_l, and the paper's WC Mb/s.
+TABLE3 = (
+    ((400, 200, 200), (5, 2, 2), (62, 31, 31)),
+    ((300, 100, 100), (2, 1, 1), (212, 106, 106)),
+    ((400, 200, 100), (5, 2, 1), (120, 65, 35)),
+    ((400, 200, None), (5, 2, 0), (217, 110, None)),
+)
+
+
+def exp_table3(
+    rate_bps: int, duration_s: float, out: Path, rows: tuple[int, ...] = (0, 1, 2, 3)
+) -> dict[str, Any]:
+    """Table 3: three servers share the link; WC shares proportional to A_l."""
+    table, checks = [], []
+    for r in rows:
+        gs, als, paper = TABLE3[r]
+        servers = [
+            Server(f"s{i}", scaled(g * 1e6, rate_bps), a)
+            for i, (g, a) in enumerate(zip(gs, als, strict=True), 1)
+            if g
+        ]
+        res = run(servers, rate_bps, duration_s)
+        wc = [res.wc_bps[s.name] for s in servers]
+        a_sum, wc_sum = sum(s.a_l for s in servers), sum(wc)
+        worst = (
+            max(abs((w / wc_sum) / (s.a_l / a_sum) - 1) for w, s in zip(wc, servers, strict=True))
+            if wc_sum
+            else 1.0
+        )
+        table.append(
+            {
+                "guarantees_mbps": [_mbps(s.guarantee_bps) for s in servers],
+                "a_l": [s.a_l for s in servers],
+                "bg_mbps": [_mbps(res.bg_bps[s.name]) for s in servers],
+                "wc_mbps": [_mbps(w) for w in wc],
+                "paper_wc_mbps_scaled": [
+                    round(p * rate_bps / PAPER_RATE_BPS, 2) for p in paper if p is not None
+                ],
+                "link": _driven(res, rate_bps, 2 * rate_bps),
+            }
+        )
+        paper_ratio = ":".join(f"{p / min(x for x in paper if x):.2f}" for p in paper if p is not None)
+        ours_ratio = ":".join(f"{w / min(wc):.2f}" for w in wc) if min(wc) > 0 else "a WC got 0"
+        checks.append(
+            {
+                "statement": f"row {r + 1}: WC shares proportional to A_l "
+                f"{':'.join(map(str, als[: len(servers)]))} within 20 %",
+                "paper": f"WC ratio {paper_ratio}",
+                "ours": f"WC ratio {ours_ratio} (worst share off by {worst:.0%})",
+                "holds": worst <= 0.20,
+            }
+        )
+    return _write(out, {"experiment": "mptcp-table3", "rate_bps": rate_bps, "rows": table, "checks": checks})
+
+
+def exp_fair(rate_bps: int, duration_s: float, out: Path, conns: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
+    """Figs 14-15: S2 idle; S1 with N_c connections, S3 and S4 one each; policy 1:1:1 vs none."""
+    runs, checks = [], []
+    for nc in conns:
+        for policy in (True, False):
+            servers = [
+                Server("s1", scaled(350e6, rate_bps), 1, conns=nc),
+                Server("s3", scaled(200e6, rate_bps), 1),
+                Server("s4", scaled(100e6, rate_bps), 1),
+            ]
+            res = run(servers, rate_bps, duration_s, policy=policy)
+            wc = {s.name: res.wc_bps[s.name] for s in servers}
+            ratio3 = wc["s1"] / wc["s3"] if wc["s3"] else float("inf")
+            ratio4 = wc["s1"] / wc["s4"] if wc["s4"] else float("inf")
+            runs.append(
+                {
+                    "n_c": nc,
+                    "policy": policy,
+                    "wc_mbps": {k: _mbps(v) for k, v in wc.items()},
+                    "bg_mbps": {s.name: _mbps(res.bg_bps[s.name]) for s in servers},
+                    "guarantees_mbps": {s.name: _mbps(s.guarantee_bps) for s in servers},
+                    "s1_wc_over_s3": round(ratio3, 3),
+                    "s1_wc_over_s4": round(ratio4, 3),
+                    "subflows": res.subflows,
+                    "link": _driven(res, rate_bps, 2 * rate_bps),
+                }
+            )
+            if policy:
+                checks.append(
+                    {
+                        "statement": f"N_c = {nc}, policy 1:1:1: S1's WC within 20 % of S3's and of S4's",
+                        "paper": "equal WC shares with the policy (Fig. 15)",
+                        "ours": f"S1/S3 {ratio3:.2f}, S1/S4 {ratio4:.2f}",
+                        "holds": abs(ratio3 - 1) <= 0.2 and abs(ratio4 - 1) <= 0.2,
+                    }
+                )
+            else:
+                checks.append(
+                    {
+                        "statement": f"N_c = {nc}, no policy: S1's WC share grows with its connections "
+                        "(> 1.5 x S3's and S4's)",
+                        "paper": f"S1's WC about {nc} x the others' (Fig. 14)",
+                        "ours": f"S1/S3 {ratio3:.2f}, S1/S4 {ratio4:.2f}",
+                        "holds": ratio3 > 1.5 and ratio4 > 1.5,
+                    }
+                )
+    return _write(out, {"experiment": "mptcp-fair", "rate_bps": rate_bps, "runs": runs, "checks": checks})
+
+
+def require_mptcp() -> None:
+    """MPTCP must be enabled (net.mptcp.enabled)."""
+    try:
+        if Path("/proc/sys/net/mptcp/enabled").read_text().strip() != "1":
+            raise EnvironmentUnsupported("MPTCP is disabled (sysctl net.mptcp.enabled=1)")
+    except OSError:
+        raise EnvironmentUnsupported("this kernel has no MPTCP (/proc/sys/net/mptcp)") from None
