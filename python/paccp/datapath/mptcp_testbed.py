@@ -25,6 +25,7 @@ from paccp.datapath.testbed import Net, testbed
 from paccp.errors import EnvironmentUnsupported, UserError
 
 PORT = 5400
+WARMUP_S = 2.0  # seconds before the measured window
 # (WC pacing divisor, BG pacing boost, WC TCP_NOTSENT_LOWAT bytes): see bpf/bgwc.bpf.c. Measured at
 # 100 Mbit/s (README): without them (1, 1, 0) the kernel's scheduler parks MBs on the WC subflows and the BG
 # subflows fall to 0.65-0.90 of their guarantees; BG-only connections hold 0.986.
@@ -96,6 +97,7 @@ class Result:
     link_wc_bps: float = 0.0
     cpu_busy: float | None = None
     subflows: dict[str, int] = field(default_factory=dict)
+    vm_policy: dict[str, dict[str, Any]] = field(default_factory=dict)  # A_l, K, live WC subflows
 
 
 def _queue(rate_bps: int) -> int:
@@ -171,7 +173,7 @@ def run(
     rate_bps: int,
     duration_s: float,
     policy: bool = True,
-    omit_s: float = 2.0,
+    omit_s: float | None = None,
     tuning: tuple[int, int, int] | None = None,
 ) -> Result:
     """Run the servers' MPTCP connections for ``omit_s + duration_s`` and measure the last ``duration_s``.
@@ -183,6 +185,7 @@ def run(
     mptcp.load()
     mptcp.set_tuning(*(TUNING if tuning is None else tuning))
     res = Result()
+    omit_s = WARMUP_S if omit_s is None else omit_s
     total = omit_s + duration_s
     with testbed() as net:
         try:
@@ -214,9 +217,10 @@ def run(
             b0 = {n: prio.class_bytes(net, n, d) for n, d in devs.items()}
             l0 = prio.class_bytes(net, "sw1", "e0")
             s0 = {n: (_subflows(net, n), time.monotonic()) for n in devs}
-            res.subflows = {n: len(v[0]) for n, v in s0.items()}
             time.sleep(max(0.0, duration_s - (time.monotonic() - t0)))
             s1 = {n: (_subflows(net, n), time.monotonic()) for n in devs}
+            res.subflows = {n: len(v[0]) for n, v in s1.items()}  # at the window's end
+            res.vm_policy = {v["cgroup"].rsplit("/", 1)[-1]: v for v in mptcp.status().get("vms", [])}
             b1 = {n: prio.class_bytes(net, n, d) for n, d in devs.items()}
             l1 = prio.class_bytes(net, "sw1", "e0")
             dt = time.monotonic() - t0
@@ -272,8 +276,13 @@ PAPER_BG_MBPS = (350, 250, 200, 100)
 
 
 def exp_prio(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
-    """Strictness of the htb priority: S1 BG unlimited (guarantee = link) vs S2 WC only."""
-    servers = [Server("s1", rate_bps, 1), Server("s2", 8000, 1)]
+    """Strictness of the htb priority: two BG-only senders wanting the whole link each vs a WC sender."""
+    servers = [
+        # s3 opens its connection and WC subflow first: a join SYN marked WC could wait behind BG
+        Server("s1", rate_bps, 1, wc=False, start_s=0.5),
+        Server("s2", rate_bps, 1, wc=False, start_s=0.5),
+        Server("s3", 8000, 1),
+    ]
     res = run(servers, rate_bps, duration_s)
     wc_share = res.link_wc_bps / max(1.0, res.link_bps)
     return _write(
@@ -284,11 +293,12 @@ def exp_prio(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
             "link": _driven(res, rate_bps, 2 * rate_bps),
             "link_bg_mbps": _mbps(res.link_bg_bps),
             "link_wc_mbps": _mbps(res.link_wc_bps),
+            "wc_goodput_mbps": _mbps(res.wc_bps["s3"]),
             "subflows": res.subflows,
             "checks": [
                 {
                     "statement": "BG strictly before WC at the switch: WC below 5 % of the link while BG "
-                    "wants it all",
+                    "demands twice the link",
                     "paper": "strict priority queues in the switches",
                     "ours": f"WC {wc_share:.3f} of the link",
                     "holds": wc_share < 0.05,
@@ -415,6 +425,7 @@ def exp_table3(
                 "a_l": [s.a_l for s in servers],
                 "bg_mbps": [_mbps(res.bg_bps[s.name]) for s in servers],
                 "wc_mbps": [_mbps(w) for w in wc],
+                "wc_policy": {k: {"a_l": v["a_l"], "k_live": v["k_live"]} for k, v in res.vm_policy.items()},
                 "paper_wc_mbps_scaled": [
                     round(p * rate_bps / PAPER_RATE_BPS, 2) for p in paper if p is not None
                 ],
@@ -456,6 +467,10 @@ def exp_fair(rate_bps: int, duration_s: float, out: Path, conns: tuple[int, ...]
                     "wc_mbps": {k: _mbps(v) for k, v in wc.items()},
                     "bg_mbps": {s.name: _mbps(res.bg_bps[s.name]) for s in servers},
                     "guarantees_mbps": {s.name: _mbps(s.guarantee_bps) for s in servers},
+                    "wc_policy": {
+                        k: {"a_l": v["a_l"], "k_live": v["k_live"], "policy": v["policy"]}
+                        for k, v in res.vm_policy.items()
+                    },
                     "s1_wc_over_s3": round(ratio3, 3),
                     "s1_wc_over_s4": round(ratio4, 3),
                     "subflows": res.subflows,

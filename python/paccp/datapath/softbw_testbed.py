@@ -20,6 +20,7 @@ from paccp.datapath.testbed import Net, testbed
 from paccp.errors import UserError
 
 PORT = 5500
+WARMUP_S = 2.0  # seconds before the measured window
 PAPER_RATE_BPS = 1_000_000_000
 
 SINK = """
@@ -106,13 +107,14 @@ def run(
     rate_bps: int,
     duration_s: float,
     scheduler: bool,
-    omit_s: float = 2.0,
+    omit_s: float | None = None,
 ) -> dict[str, Any]:
     """VM i runs ``flows[i]`` TCP connections; returns goodput per VM (bit/s), idle RTT, CPU, link verdict."""
-    if not flows or any(n < 1 for n in flows) or len(flows) > 8:
-        raise UserError("1..8 VMs with at least one flow each")
+    if not flows or any(not 1 <= n <= 32 for n in flows) or len(flows) > 8:
+        raise UserError("1..8 VMs with 1..32 flows each")
     if scheduler:
         softbw.load()
+    omit_s = WARMUP_S if omit_s is None else omit_s
     q = max(32 * 1514, rate_bps // 8 // 1000 * 2)
     out: dict[str, Any] = {"scheduler": "softbw" if scheduler else "best effort (one FIFO)"}
     with testbed() as net:
