@@ -143,6 +143,18 @@ def mptcp_bg_cmd(
     _report(mt.exp_bg(r, d, out, references=references), out)
 
 
+def mptcp_wc_cmd(
+    rate: str = typer.Option("100Mbit", help=RATE_HELP),
+    duration: str = typer.Option("8s", help="each of the three windows: before, during, after S2's pause"),
+    out: Path = typer.Option(Path("out/mptcp-wc"), "--out", help="output directory"),
+) -> None:
+    """Paper Fig. 13: as mptcp-bg, S2 pauses; the others' WC takes its share, S2 regains its guarantee."""
+    from paccp.datapath import mptcp_testbed as mt
+
+    r, d = _common(rate, duration)
+    _report(mt.exp_wc(r, d, out), out)
+
+
 def mptcp_table3_cmd(
     rate: str = typer.Option("100Mbit", help=RATE_HELP),
     duration: str = typer.Option("10s", help="measured window per row"),
@@ -185,5 +197,6 @@ def register(datapath_app: typer.Typer, testbed_app: typer.Typer) -> None:
     datapath_app.add_typer(mptcp_app, name="mptcp")
     testbed_app.command("mptcp-prio")(mptcp_prio_cmd)
     testbed_app.command("mptcp-bg")(mptcp_bg_cmd)
+    testbed_app.command("mptcp-wc")(mptcp_wc_cmd)
     testbed_app.command("mptcp-table3")(mptcp_table3_cmd)
     testbed_app.command("mptcp-fair")(mptcp_fair_cmd)

@@ -82,6 +82,7 @@ class Server:
     start_s: float = 0.0
     stop_s: float | None = None  # None: until the end
     wc: bool = True  # False: no WC subflow (no subflow endpoint): BG-only
+    off: tuple[float, float] | None = None  # stopped from off[0] to off[1] s (a new connection after)
 
 
 @dataclass
@@ -182,11 +183,55 @@ def run(
     """
     if rate_bps <= 0 or duration_s <= 0:
         raise UserError("rate and duration must be > 0")
+    omit = WARMUP_S if omit_s is None else omit_s
+    return run_windows(servers, rate_bps, [(omit, omit + duration_s)], policy, tuning)[0]
+
+
+@dataclass
+class _Snap:
+    classes: dict[str, dict[str, int]]
+    link: dict[str, int]
+    subflows: dict[str, tuple[dict[str, tuple[str, int]], float]]
+    t: float
+
+
+def _snap(net: Net, names: list[str]) -> _Snap:
+    t = time.monotonic()
+    classes = {n: prio.class_bytes(net, n, "e0") for n in names}
+    link = prio.class_bytes(net, "sw1", "e0")
+    subflows = {n: (_subflows(net, n), time.monotonic()) for n in names}
+    return _Snap(classes, link, subflows, t)
+
+
+def _result(a: _Snap, b: _Snap, cpu: float | None) -> Result:
+    res = Result(cpu_busy=cpu)
+    dt = b.t - a.t
+    for n in a.classes:
+        g = _goodput(a.subflows[n][0], b.subflows[n][0], b.subflows[n][1] - a.subflows[n][1])
+        res.bg_bps[n], res.wc_bps[n] = g["bg"], g["wc"]
+        res.bg_sent_bps[n] = (b.classes[n].get(prio.HIGH, 0) - a.classes[n].get(prio.HIGH, 0)) * 8 / dt
+        res.wc_sent_bps[n] = (b.classes[n].get(prio.LOW, 0) - a.classes[n].get(prio.LOW, 0)) * 8 / dt
+    res.link_bg_bps = (b.link.get(prio.HIGH, 0) - a.link.get(prio.HIGH, 0)) * 8 / dt
+    res.link_wc_bps = (b.link.get(prio.LOW, 0) - a.link.get(prio.LOW, 0)) * 8 / dt
+    res.link_bps = (b.link.get("1:1", 0) - a.link.get("1:1", 0)) * 8 / dt
+    res.subflows = {n: len(v[0]) for n, v in b.subflows.items()}  # at the window's end
+    return res
+
+
+def run_windows(
+    servers: list[Server],
+    rate_bps: int,
+    windows: list[tuple[float, float]],
+    policy: bool = True,
+    tuning: tuple[int, int, int] | None = None,
+) -> list[Result]:
+    """Run the servers and measure each window (seconds after the senders start, in order)."""
+    if rate_bps <= 0 or not windows or any(not 0 <= a < b for a, b in windows):
+        raise UserError("rate must be > 0 and windows (start, end) with 0 <= start < end")
     mptcp.load()
     mptcp.set_tuning(*(TUNING if tuning is None else tuning))
-    res = Result()
-    omit_s = WARMUP_S if omit_s is None else omit_s
-    total = omit_s + duration_s
+    total = max(b for _a, b in windows)
+    out: list[Result] = []
     with testbed() as net:
         try:
             cgs = build(net, servers, rate_bps, policy)
@@ -194,52 +239,31 @@ def run(
                 net.spawn(f"r{i}", ["python3", "-c", SINK, str(PORT)])
             time.sleep(0.5)
             for i, s in enumerate(servers, start=1):
-                stop = total + 0.5 if s.stop_s is None else s.stop_s
-                net.spawn(
-                    s.name,
-                    [
-                        "python3",
-                        "-c",
-                        SENDER,
-                        f"10.80.{i}.2",
-                        str(PORT),
-                        str(s.conns),
-                        str(s.start_s),
-                        str(stop),
-                    ],
-                    cgroup=cgs[s.name],
-                )
-            devs = {s.name: "e0" for s in servers}
-            time.sleep(omit_s)
-            cpu = CpuMeter()
-            cpu.start()
-            t0 = time.monotonic()
-            b0 = {n: prio.class_bytes(net, n, d) for n, d in devs.items()}
-            l0 = prio.class_bytes(net, "sw1", "e0")
-            s0 = {n: (_subflows(net, n), time.monotonic()) for n in devs}
-            time.sleep(max(0.0, duration_s - (time.monotonic() - t0)))
-            s1 = {n: (_subflows(net, n), time.monotonic()) for n in devs}
-            res.subflows = {n: len(v[0]) for n, v in s1.items()}  # at the window's end
-            res.vm_policy = {v["cgroup"].rsplit("/", 1)[-1]: v for v in mptcp.status().get("vms", [])}
-            b1 = {n: prio.class_bytes(net, n, d) for n, d in devs.items()}
-            l1 = prio.class_bytes(net, "sw1", "e0")
-            dt = time.monotonic() - t0
-            res.cpu_busy = cpu.stop()
-            for n in devs:
-                g = _goodput(s0[n][0], s1[n][0], s1[n][1] - s0[n][1])
-                res.bg_bps[n], res.wc_bps[n] = g["bg"], g["wc"]
-                res.bg_sent_bps[n] = (b1[n].get(prio.HIGH, 0) - b0[n].get(prio.HIGH, 0)) * 8 / dt
-                res.wc_sent_bps[n] = (b1[n].get(prio.LOW, 0) - b0[n].get(prio.LOW, 0)) * 8 / dt
-            res.link_bg_bps = (l1.get(prio.HIGH, 0) - l0.get(prio.HIGH, 0)) * 8 / dt
-            res.link_wc_bps = (l1.get(prio.LOW, 0) - l0.get(prio.LOW, 0)) * 8 / dt
-            res.link_bps = (l1.get("1:1", 0) - l0.get("1:1", 0)) * 8 / dt
+                spans = [(s.start_s, total + 0.5 if s.stop_s is None else s.stop_s)]
+                if s.off is not None:  # off for a while, then a new connection
+                    spans = [(spans[0][0], s.off[0]), (s.off[1], spans[0][1])]
+                for start, stop in spans:
+                    cmd = [SENDER, f"10.80.{i}.2", str(PORT), str(s.conns), str(start), str(stop)]
+                    net.spawn(s.name, ["python3", "-c", *cmd], cgroup=cgs[s.name])
+            t_start = time.monotonic()
+            names = [s.name for s in servers]
+            for a, b in windows:
+                time.sleep(max(0.0, t_start + a - time.monotonic()))
+                cpu = CpuMeter()
+                cpu.start()
+                first = _snap(net, names)
+                time.sleep(max(0.0, t_start + b - time.monotonic()))
+                last = _snap(net, names)
+                res = _result(first, last, cpu.stop())
+                res.vm_policy = {v["cgroup"].rsplit("/", 1)[-1]: v for v in mptcp.status().get("vms", [])}
+                out.append(res)
         finally:
             for i, _s in enumerate(servers, start=1):
                 mptcp.addr_clear(f"10.71.{i}.2")
                 mptcp.addr_clear(f"10.72.{i}.2")
             net.cleanup()
             mptcp.reap()
-    return res
+    return out
 
 
 def scaled(paper_bps: float, rate_bps: int) -> int:
@@ -388,6 +412,66 @@ def exp_bg(rate_bps: int, duration_s: float, out: Path, references: bool = True)
         )
     summary["checks"] = checks
     return _write(out, summary)
+
+
+def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
+    """Fig. 13: as mptcp-bg, S2 stops for a while: the others' WC takes its share, their BG stays, S2
+    regains its guarantee. Three windows of ``duration_s``: before, during and after S2's pause."""
+    w = duration_s
+    off = (WARMUP_S + w, WARMUP_S + 2 * w + 1.0)
+    servers = [
+        Server(f"s{i}", scaled(g * 1e6, rate_bps), a_level(g * 1_000_000), off=off if i == 2 else None)
+        for i, g in enumerate(PAPER_BG_MBPS, 1)
+    ]
+    windows = [(WARMUP_S, off[0]), (off[0] + 1.0, off[1]), (off[1] + WARMUP_S, off[1] + WARMUP_S + w)]
+    before, during, after = run_windows(servers, rate_bps, windows)
+    others = ["s1", "s3", "s4"]
+    s2_before = before.bg_bps["s2"] + before.wc_bps["s2"]
+    wc_gain = sum(during.wc_bps[n] - before.wc_bps[n] for n in others)
+    bg_shift = max(abs(during.bg_bps[n] / before.bg_bps[n] - 1) for n in others if before.bg_bps[n] > 0)
+    g2 = servers[1].guarantee_bps
+
+    def phase(r: Result) -> dict[str, Any]:
+        return {
+            "bg_mbps": {k: _mbps(v) for k, v in r.bg_bps.items()},
+            "wc_mbps": {k: _mbps(v) for k, v in r.wc_bps.items()},
+            "link_utilisation": round(r.link_bps / rate_bps, 3),
+        }
+
+    checks = [
+        {
+            "statement": "while S2 is off, the others' WC takes at least 0.7 x what S2 had",
+            "paper": f"about 280 Mb/s idle taken (scaled {scaled(280e6, rate_bps) / 1e6:g})",
+            "ours": f"S2 had {_mbps(s2_before)} Mb/s; others' WC +{_mbps(wc_gain)} Mb/s; "
+            f"link {during.link_bps / rate_bps:.3f} busy",
+            "holds": wc_gain >= 0.7 * s2_before,
+        },
+        {
+            "statement": "the others' BG subflows are unchanged while S2 is off (within 10 %)",
+            "paper": "BG of S1, S3, S4 stable (Fig. 13a)",
+            "ours": f"largest BG change {bg_shift:.1%}",
+            "holds": bg_shift <= 0.10,
+        },
+        {
+            "statement": "S2 regains its guarantee after the pause (BG within 10 % of its guarantee)",
+            "paper": "S2 back at its guarantee quickly",
+            "ours": f"{after.bg_bps['s2'] / g2:.3f} of {_mbps(g2)} Mb/s",
+            "holds": abs(after.bg_bps["s2"] / g2 - 1) <= 0.10,
+        },
+    ]
+    return _write(
+        out,
+        {
+            "experiment": "mptcp-wc",
+            "rate_bps": rate_bps,
+            "s2_off_s": list(off),
+            "before": phase(before),
+            "during": phase(during),
+            "after": phase(after),
+            "link": _driven(during, rate_bps, 2 * rate_bps),
+            "checks": checks,
+        },
+    )
 
 
 # Table 3: (B_A, B_B, B_C in Mb/s, C may be off) with A_l, and the paper's WC Mb/s.
