@@ -307,7 +307,8 @@ def exp_prio(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
         Server("s2", rate_bps, 1, wc=False, start_s=0.5),
         Server("s3", 8000, 1),
     ]
-    res = run(servers, rate_bps, duration_s)
+    # measure once the BG senders (started 0.5 s late) have had 2 s to fill the link
+    res = run(servers, rate_bps, duration_s, omit_s=max(WARMUP_S, 2.5))
     wc_share = res.link_wc_bps / max(1.0, res.link_bps)
     return _write(
         out,
