@@ -132,3 +132,4 @@ def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> Non
     assert sb["max_over_min_fulfilment"] < 1.25, sb
     assert be["max_over_min_fulfilment"] > 2 * sb["max_over_min_fulfilment"] - 1, (be, sb)
     assert softbw.status()["vms"] == []  # the run removed its VMs from the map
+    assert not list(Path("/tmp").glob("*-softbw-counts.json*"))  # nor left the receiver's counts file

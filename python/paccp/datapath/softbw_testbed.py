@@ -118,7 +118,8 @@ def run(
     q = max(32 * 1514, rate_bps // 8 // 1000 * 2)
     out: dict[str, Any] = {"scheduler": "softbw" if scheduler else "best effort (one FIFO)"}
     with testbed() as net:
-        addrs = []
+        addrs: list[str] = []
+        counts_path = Path(f"/tmp/{net.run_id}-softbw-counts.json")
         try:
             net.add_node("h", router=True)
             net.add_node("d")
@@ -132,7 +133,7 @@ def run(
                 if scheduler:
                     softbw.vm_set(addrs[-1], i, guarantee_bps)
             softbw.port_setup(net.ns("h"), port, rate_bps, len(flows), q, scheduler)
-            counts = Path(f"/tmp/{net.run_id}-softbw-counts.json")
+            counts = counts_path
             net.spawn("d", ["python3", "-c", SINK, str(PORT), str(counts)])
             time.sleep(0.5)
             out["idle_connect_us"] = _connect_rtt_us(net, "v1", "10.61.0.2")
@@ -148,8 +149,10 @@ def run(
             time.sleep(duration_s)
             c1, p1, dt = _counts(counts), _port_bytes(net.ns("h"), port), time.monotonic() - t0
             out["cpu_busy"] = cpu.stop()
-            counts.unlink(missing_ok=True)
         finally:
+            net.cleanup()  # stops the sink first: it rewrites its counts file until it is killed
+            for leftover in (counts_path, counts_path.with_name(counts_path.name + ".tmp")):
+                leftover.unlink(missing_ok=True)
             if scheduler:
                 for a in addrs:
                     softbw.vm_clear(a)
