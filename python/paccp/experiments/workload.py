@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paccp.cos import classify
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.metrics import SIZE_GROUPS, combine_seeds
 from paccp.outdir import write_text_atomic
 from paccp.sweep import Point, resolve, run_points
+from paccp.units import parse_rate_bps
 
 LOAD_DEFINITION = (
     "load = offered inter-rack traffic / total leaf-to-spine capacity (leaves x spines x fabric rate); "
@@ -132,7 +134,7 @@ def scenario_dict(
             theta, omega = (RCOS_THETA if rcos > 1.0 else "0bit", 1.0) if role == "mrg" else ("0bit", 1.0)
         else:
             theta, omega = VBP_PAIRS[role]
-        cos = role if not (role == "mrg" and theta == "0bit") else "be"
+        cos = classify(parse_rate_bps(theta), omega)  # an MRG VM without theta (rcos = 1) is BE
         sc["vms"].append(
             {
                 "id": f"vm-{host}",
