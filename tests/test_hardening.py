@@ -156,6 +156,11 @@ def test_non_utf8_cdf_names_file_and_line(tmp_path: Path) -> None:
     assert "bad.cdf" in str(exc.value) and "line 4" in str(exc.value) and "UTF-8" in str(exc.value)
 
 
+def test_deeply_nested_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_text(tmp_path, "x = " + "[" * 100_000 + "]" * 100_000, capsys)
+    assert "nested too deeply" in one_line_error(code, err)
+
+
 def test_non_utf8_scenario_and_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scen = tmp_path / "s.toml"
     scen.write_bytes(BASE.encode() + b"\n# \xff\n")
