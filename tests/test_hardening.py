@@ -276,6 +276,21 @@ def test_out_that_is_a_file_or_under_a_file(tmp_path: Path, capsys: pytest.Captu
         assert "not a directory" in one_line_error(code, err)
 
 
+def test_reproduce_checks_every_experiment_before_running_any(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "fig4c").write_text("a file where fig4c's directory goes")
+    code, _, err = cli(["reproduce", "fig4a", "fig4c", "--quick", "--out", str(tmp_path)], capsys)
+    assert "fig4c" in one_line_error(code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig4c"]  # fig4a did not run
+    code, _, err = cli(
+        ["reproduce", "fig4a", "fig8", "--quick", "--out", str(tmp_path / "o"), "--transport", "mtu=nan"],
+        capsys,
+    )
+    assert "transport.mtu" in one_line_error(code, err)
+    assert not (tmp_path / "o" / "fig4a").exists()
+
+
 def test_out_that_is_not_ours_is_not_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mine = tmp_path / "out"
     mine.mkdir()
