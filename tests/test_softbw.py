@@ -219,7 +219,7 @@ def test_bad_softbw_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.C
 def quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("softbw")
     reg = load_all()
-    for exp in ("softbw-oc", "softbw-price"):
+    for exp in ("softbw-oc", "softbw-price", "softbw-share"):
         reg[exp].run(ExperimentOptions(out_dir=out, seed=1, quick=True))
     return out
 
@@ -278,3 +278,43 @@ def test_softbw_consistency_flags_overbilling(quick: Path, tmp_path: Path) -> No
     after = {v.vm: v for v in softbw_consistency(run, book)}
     assert after["globex-strict-a"].flagged
     assert [vm for vm, v in after.items() if v.flagged] == ["globex-strict-a"]
+
+
+def test_softbw_share_quick(quick: Path) -> None:
+    """Packet-level SoftBW in the engine: guarantees met with 2 VMs, equal fulfilment with 3 (1, 2, 4 flows),
+    best effort by flow count; on both fabrics."""
+    checks = _checks(quick, "softbw-share")
+    assert len(checks) == 6 and all(c["holds"] is True for c in checks), checks
+    pts = json.loads((quick / "softbw-share" / "summary.json").read_text())["points"]
+    be = next(p for p in pts if p["vms"] == 2 and p["scheme"] == "best_effort")
+    assert be["rate_bps"][1] > 2 * be["rate_bps"][0]  # 3 flows vs 1 under FIFO
+
+
+def test_softbw_engine_input() -> None:
+    """[softbw] becomes per-VM queues with the softbw selector; fair = port / VMs on the host."""
+    from paccp.scenario import to_engine
+
+    spec = {
+        **_BASE,
+        "vms": [{"id": "a", "host": "l0"}, {"id": "b", "host": "l0"}, {"id": "c", "host": "l0"}],
+        "softbw": {
+            "overcommit": 2,
+            "guarantees": [
+                {"vm": "a", "kind": "strict", "rate": "4Gbit"},
+                {"vm": "b", "kind": "fair"},
+                {"vm": "c", "kind": "dynamic", "size": "10MB", "deadline": "100ms", "start": "5ms"},
+            ],
+        },
+    }
+    q = to_engine(parse_scenario(spec))["queues"]["host"]
+    assert q["kind"] == "per_vm" and q["selector"]["kind"] == "softbw"
+    g = q["selector"]["guarantees"]
+    assert g["a"] == {"kind": "strict", "rate_bps": 4_000_000_000}
+    assert g["b"] == {"kind": "strict", "rate_bps": 10_000_000_000 // 3}
+    assert g["c"] == {
+        "kind": "dynamic",
+        "size_bytes": 10_000_000,
+        "start_ns": 5_000_000,
+        "deadline_ns": 105_000_000,
+    }
+    assert "queues" not in to_engine(parse_scenario(_BASE))

@@ -562,7 +562,8 @@ def _semantic_checks(sc: Scenario) -> None:
             raise UserError(f"{where}.theta: {vm.theta} bit/s is above the host's access link")
         _check_cos(where, vm.cos, vm.theta)
     hosts_with_vm = [vm.host for vm in sc.vms]
-    if len(set(hosts_with_vm)) != len(hosts_with_vm):
+    by_vm_arrivals = any(isinstance(a.cos, CosByVm) for a in sc.arrivals)
+    if len(set(hosts_with_vm)) != len(hosts_with_vm) and by_vm_arrivals:
         raise UserError("vms: two VMs on one host (the engine maps arrivals to one VM per host)")
     flow_ids: set[str] = set()
     reach: dict[str, set[str]] = {}
@@ -697,6 +698,49 @@ def _check_softbw(cfg: SoftBWCfg, vm_ids: dict[str, Vm], host_set: set[str], top
         sold[host] = sold.get(host, 0.0) + g.sold_bps
     for host, total in sold.items():
         check_softbw_host(cfg, host, total, access_rate_bps(topo, host))
+
+
+#: How long an idle VM keeps the credit (positive lag) it banked by sending below B (the slides do not say).
+SOFTBW_MAX_CREDIT_NS = 1_000_000
+
+
+def softbw_host_queues(sc: Scenario, cfg: SoftBWCfg) -> dict[str, Any]:
+    """The engine's host egress for scheme softbw: a queue per VM served by the fulfilment selector.
+
+    Strict: B. Dynamic: S by start + T (the engine re-derives B every billing cycle). Fair: the host's
+    access rate over its number of VMs. Best effort: no guarantee (not listed).
+    """
+    per_host: dict[str, int] = {}
+    for vm in sc.vms:
+        per_host[vm.host] = per_host.get(vm.host, 0) + 1
+    host_of = {vm.id: vm.host for vm in sc.vms}
+    guarantees: dict[str, dict[str, Any]] = {}
+    for g in cfg.guarantees:
+        if g.kind == "strict":
+            guarantees[g.vm] = {"kind": "strict", "rate_bps": g.rate}
+        elif g.kind == "fair":
+            host = host_of[g.vm]
+            guarantees[g.vm] = {
+                "kind": "strict",
+                "rate_bps": access_rate_bps(sc.topology, host) // per_host[host],
+            }
+        elif g.kind == "dynamic":
+            guarantees[g.vm] = {
+                "kind": "dynamic",
+                "size_bytes": g.size,
+                "start_ns": g.start,
+                "deadline_ns": g.start + (g.deadline or 0),
+            }
+    return {
+        "kind": "per_vm",
+        "buffer": dict(sc.topology.nic_buffer),
+        "selector": {
+            "kind": "softbw",
+            "guarantees": guarantees,
+            "billing_cycle_ns": cfg.billing_cycle,
+            "max_credit_ns": SOFTBW_MAX_CREDIT_NS,
+        },
+    }
 
 
 def check_softbw_host(cfg: SoftBWCfg, host: str, sold_bps: float, port_bps: float) -> None:
@@ -910,7 +954,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
         if sc.cc.kind == "paccp"
         else {"kind": "reno"}
     )
-    return {
+    eng: dict[str, Any] = {
         "seed": sc.run.seed,
         "duration_ns": sc.run.duration,
         "packet": {"mtu_bytes": tr.mtu, "header_bytes": tr.header, "ack_bytes": tr.ack},
@@ -938,6 +982,9 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "cwnd": sc.run.sample_cwnd,
         },
     }
+    if sc.softbw is not None:
+        eng["queues"] = {"host": softbw_host_queues(sc, sc.softbw)}
+    return eng
 
 
 # --------------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ _MODULES: tuple[str, ...] = (
     "paccp.experiments.workload",  # rcos, fig8-fig11 (workload issue)
     "paccp.experiments.softbw_oc",  # softbw-oc (SoftBW issue)
     "paccp.experiments.softbw_price",  # softbw-price (SoftBW issue)
+    "paccp.experiments.softbw_share",  # softbw-share (SoftBW issue)
 )
 
 

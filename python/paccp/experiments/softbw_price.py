@@ -155,7 +155,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     invoices: dict[str, Any] = {}
     for tenant in sorted({t for t, _n in HOSTS.values()}):
         _paccp("bill", "tenant", "add", tenant, "--model", "softbw", "--db", str(db))
-    _paccp("bill", "ingest", str(run_dir / "usage.jsonl"), "--db", str(db))
+    _paccp("bill", "ingest", str(run_dir / "usage.jsonl"), "--all-tenants", "--db", str(db))
     for tenant in sorted({t for t, _n in HOSTS.values()}):
         invoices[tenant] = json.loads(
             _paccp(
