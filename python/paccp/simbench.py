@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from paccp.errors import UserError
@@ -138,6 +139,10 @@ def run_cli(only: str = "", out: str = "") -> None:
         else:
             known = ", ".join([*BENCHMARKS, *GROUPS])
             raise UserError(f"--only: unknown benchmark {k!r} (known: {known})")
+    if out:
+        from paccp.outdir import check_out_file
+
+        check_out_file(Path(out))  # before the benchmarks run, not after
     results: dict[str, Any] = {}
     for k in keys:
         print(f"bench {k}: {BENCHMARKS[k][0]} ...", file=sys.stderr, flush=True)
@@ -164,8 +169,9 @@ def run_cli(only: str = "", out: str = "") -> None:
     text = json.dumps(doc, indent=2, sort_keys=True)
     print(text)
     if out:
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+        from paccp.outdir import write_text_atomic
+
+        write_text_atomic(Path(out), text + "\n")
 
 
 def _load_average() -> list[float] | None:
