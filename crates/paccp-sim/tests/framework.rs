@@ -196,9 +196,12 @@ fn per_vm_round_robin_at_the_host_is_fair_between_vms() {
     assert!((0.15..0.3).contains(&fifo), "one FIFO: by flow count");
     assert!((0.45..0.55).contains(&rr), "per-VM queues: half each");
     s["queues"]["host"]["selector"] = json!({"kind": "fulfilment"});
-    assert_eq!(
-        run_err(&s),
-        "queues.host.selector.kind: unknown selector 'fulfilment' (known: round_robin)"
+    let err = run_err(&s);
+    assert!(
+        err.starts_with(
+            "queues.host.selector.kind: unknown selector 'fulfilment' (known: round_robin"
+        ),
+        "{err}"
     );
 }
 
