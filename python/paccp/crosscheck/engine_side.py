@@ -20,6 +20,7 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
         "dupack_threshold": 3,
         "sack": sc.sack,
         "host_backpressure": False,
+        "host_fq_pkts": 0,
     }
     if prr is not None:
         tr["prr"] = prr
@@ -34,19 +35,34 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
             "nodes": [{"name": h, "kind": "host"} for h in sc.hosts]
             + [{"name": s, "kind": "switch"} for s in sc.switches],
             "links": [
-                {"a": ln.a, "b": ln.b, "rate_bps": ln.rate_bps, "delay_ns": ln.delay_ns,
-                 "buffer": {"packets": ln.buffer_pkts}}
+                {
+                    "a": ln.a,
+                    "b": ln.b,
+                    "rate_bps": ln.rate_bps,
+                    "delay_ns": ln.delay_ns,
+                    "buffer": {"packets": ln.buffer_pkts},
+                }
                 for ln in sc.links
-            ],  # fmt: skip
+            ],
             "nic_buffer": {"packets": sc.nic_pkts},
         },
         "routing": {"kind": "ecmp"},
         "vms": [],
         "flows": [
-            {"id": f.id, "src": f.src, "dst": f.dst, "size_bytes": f.size_bytes, "start_ns": f.start_ns,
-             "theta_bps": 0, "omega": 1.0, "vm": None, "label": "BE", "changes": []}
+            {
+                "id": f.id,
+                "src": f.src,
+                "dst": f.dst,
+                "size_bytes": f.size_bytes,
+                "start_ns": f.start_ns,
+                "theta_bps": 0,
+                "omega": 1.0,
+                "vm": None,
+                "label": "BE",
+                "changes": [],
+            }
             for f in sc.flows
-        ],  # fmt: skip
+        ],
         "arrivals": [],
         "sampling": {"interval_ns": 1_000_000, "flows": "long_lived", "cwnd": False},
     }
@@ -76,9 +92,7 @@ def run_engine(sc: Scenario, prr: bool | None = None) -> tuple[dict[str, Any], d
                 "acked_window_bytes": win,
             }
         )
-    channels = {
-        c["name"]: {"drops": c["drops"], "tx_bytes": c["tx_bytes"]} for c in res.channels.to_pylist()
-    }
+    channels = {c["name"]: {"drops": c["drops"], "tx_bytes": c["tx_bytes"]} for c in res.channels.to_pylist()}
     return {"flows": flows, "channels": channels}, paths
 
 
@@ -93,17 +107,34 @@ def ns3_spec(sc: Scenario, paths: dict[str, list[str]]) -> dict[str, Any]:
         "nodes": sc.hosts + sc.switches,
         "hosts": sc.hosts,
         "links": [
-            {"a": ln.a, "b": ln.b, "rate_bps": ln.rate_bps, "delay_ns": ln.delay_ns,
-             "queue_ab_pkts": q(ln, ln.a), "queue_ba_pkts": q(ln, ln.b)}
+            {
+                "a": ln.a,
+                "b": ln.b,
+                "rate_bps": ln.rate_bps,
+                "delay_ns": ln.delay_ns,
+                "queue_ab_pkts": q(ln, ln.a),
+                "queue_ba_pkts": q(ln, ln.b),
+            }
             for ln in sc.links
-        ],  # fmt: skip
+        ],
         "flows": [
-            {"id": f.id, "src": f.src, "dst": f.dst, "size_bytes": f.size_bytes, "start_ns": f.start_ns,
-             "path": paths[f.id]}
+            {
+                "id": f.id,
+                "src": f.src,
+                "dst": f.dst,
+                "size_bytes": f.size_bytes,
+                "start_ns": f.start_ns,
+                "path": paths[f.id],
+            }
             for f in sc.flows
-        ],  # fmt: skip
-        "tcp": {"sack": sc.sack, "mss": MSS, "min_rto_ns": 200_000_000, "init_cwnd": 10,
-                "delayed_ack": sc.delayed_ack},  # fmt: skip
+        ],
+        "tcp": {
+            "sack": sc.sack,
+            "mss": MSS,
+            "min_rto_ns": 200_000_000,
+            "init_cwnd": 10,
+            "delayed_ack": sc.delayed_ack,
+        },
         "duration_ns": sc.duration_ns,
         "warmup_ns": sc.warmup_ns,
     }

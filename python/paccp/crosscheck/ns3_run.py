@@ -15,8 +15,10 @@ same routes even under ECMP.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 CPP = r"""
@@ -62,7 +64,10 @@ void OnTx(uint32_t i, Ptr<const Packet> p, const TcpHeader &h, Ptr<const TcpSock
 void OnState(uint32_t i, TcpSocketState::TcpCongState_t o, TcpSocketState::TcpCongState_t n) {
     Rec &r = recs[i];
     if (n == TcpSocketState::CA_LOSS && o != TcpSocketState::CA_LOSS) r.rto++;
-    if (n == TcpSocketState::CA_RECOVERY && o != TcpSocketState::CA_RECOVERY) { r.recov++; r.newInRecovery = 0; }
+    if (n == TcpSocketState::CA_RECOVERY && o != TcpSocketState::CA_RECOVERY) {
+        r.recov++;
+        r.newInRecovery = 0;
+    }
     if (o == TcpSocketState::CA_RECOVERY && n != TcpSocketState::CA_RECOVERY) {
         if (r.newInRecovery > r.maxNewInRecovery) r.maxNewInRecovery = r.newInRecovery;
     }
@@ -97,12 +102,17 @@ void Schedule(double t, uint32_t i, Ptr<Node> node, Ipv4Address src, Ipv4Address
     recs.resize(std::max<size_t>(recs.size(), i + 1));
     Simulator::Schedule(Seconds(t), &Start, i, node, src, dst, port, sndbuf);
 }
-void SetSize(uint32_t i, uint64_t size) { recs.resize(std::max<size_t>(recs.size(), i + 1)); recs[i].size = size; }
+void SetSize(uint32_t i, uint64_t size) {
+    recs.resize(std::max<size_t>(recs.size(), i + 1));
+    recs[i].size = size;
+}
 void Snap(int which) {
     for (auto &r : recs) { if (which == 0) r.ackedAtWarm = r.acked; else r.ackedAtEnd = r.acked; }
     auto &v = which == 0 ? qBytesWarm : qBytesEnd;
     v.clear();
-    for (auto &q : queues) v.push_back(q->GetTotalReceivedBytes() - q->GetTotalDroppedBytes() - q->GetNBytes());
+    for (auto &q : queues) {
+        v.push_back(q->GetTotalReceivedBytes() - q->GetTotalDroppedBytes() - q->GetNBytes());
+    }
 }
 void ScheduleSnap(double t, int which) { Simulator::Schedule(Seconds(t), &Snap, which); }
 std::map<Ptr<NetDevice>, uint32_t> devIdx;
@@ -125,10 +135,6 @@ void AddQueue(Ptr<NetDevice> d, uint32_t pkts) {
     ipTx.push_back(0);
     queues.push_back(q);
 }
-void OnIpDrop(const Ipv4Header &h, Ptr<const Packet> p, Ipv4L3Protocol::DropReason r, Ptr<Ipv4> ip, uint32_t ifc) {
-    std::cerr << "ipdrop " << h.GetSource() << " -> " << h.GetDestination() << " reason " << (int)r << std::endl;
-}
-void WatchIp(Ptr<Node> n) { n->GetObject<Ipv4L3Protocol>()->TraceConnectWithoutContext("Drop", MakeCallback(&OnIpDrop)); }
 uint64_t QDrops(uint32_t k) {
     return ipTx[k] - queues[k]->GetTotalReceivedPackets();  // includes the queue's own drops
 }
@@ -160,9 +166,6 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
     ns.InternetStackHelper().Install(nodes)
     for k in range(len(names)):
         cppyy.gbl.fxcc.WatchTc(nodes.Get(k))
-    if spec.get("debug"):
-        for k in range(len(names)):
-            cppyy.gbl.fxcc.WatchIp(nodes.Get(k))
     addr = ns.Ipv4AddressHelper()
     addr.SetBase(ns.Ipv4Address("10.0.0.0"), ns.Ipv4Mask("255.255.255.252"))
     tch = ns.TrafficControlHelper()
@@ -189,7 +192,8 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
                 iface_of_host[x] = ipv4.GetInterfaceForDevice(dev)
     srh = ns.Ipv4StaticRoutingHelper()
     port = 9
-    sink = ns.PacketSinkHelper("ns3::TcpSocketFactory", ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo())
+    any_addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
+    sink = ns.PacketSinkHelper("ns3::TcpSocketFactory", any_addr)
     for h in sorted({f["dst"] for f in spec["flows"]}):
         sink.Install(nodes.Get(idx[h])).Start(ns.Seconds(0))
     for i, f in enumerate(spec["flows"]):
@@ -203,7 +207,7 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
             ipv4 = nodes.Get(idx[host]).GetObject[ns.Ipv4]()
             ipv4.AddAddress(iface_of_host[host], ns.Ipv4InterfaceAddress(a, ns.Ipv4Mask("255.255.255.252")))
         path: list[str] = f["path"]
-        for u, v in zip(path, path[1:], strict=False):
+        for u, v in itertools.pairwise(path):
             ifn, nh, _q = chan[f"{u}->{v}"]
             srh.GetStaticRouting(nodes.Get(idx[u]).GetObject[ns.Ipv4]()).AddHostRouteTo(dst_a, nh, ifn)
             ifn, nh, _q = chan[f"{v}->{u}"]
@@ -237,8 +241,7 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
         )
     fx = cppyy.gbl.fxcc
     channels = {
-        qn: {"drops": int(fx.QDrops(k)), "tx_bytes": int(fx.qBytesEnd[k])}
-        for k, qn in enumerate(qnames)
+        qn: {"drops": int(fx.QDrops(k)), "tx_bytes": int(fx.qBytesEnd[k])} for k, qn in enumerate(qnames)
     }
     ns.Simulator.Destroy()
     return {"flows": flows, "channels": channels}
@@ -246,15 +249,13 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     """Entry point: read the spec, run it, write the result JSON."""
-    spec = json.loads(open(argv[1]).read())
-    from ns import ns  # type: ignore[import-not-found]
-
-    import cppyy  # type: ignore[import-not-found]
+    spec = json.loads(Path(argv[1]).read_text())
+    import cppyy
+    from ns import ns
 
     cppyy.cppdef(CPP)
     out = _ns(ns, cppyy, spec)
-    with open(argv[2], "w") as fh:
-        json.dump(out, fh)
+    Path(argv[2]).write_text(json.dumps(out))
 
 
 if __name__ == "__main__":

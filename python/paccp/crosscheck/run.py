@@ -80,9 +80,7 @@ def compare(eng: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
     return dict(sorted(rows.items()))
 
 
-def ns3_checks(
-    names: list[str], prr: bool | None, log: Callable[[str], None]
-) -> dict[str, Any]:
+def ns3_checks(names: list[str], prr: bool | None, log: Callable[[str], None]) -> dict[str, Any]:
     """Every ns-3 scenario (NewReno and SACK): engine and ns-3 metrics and their comparison."""
     out: dict[str, Any] = {}
     for name in names:

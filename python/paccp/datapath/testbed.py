@@ -27,6 +27,8 @@ from paccp.units import parse_rate_bps
 
 PAPER_FIG7_MBPS = {"BE": 180.0, "DS": 310.0, "MRG": 410.0}
 IPERF_PORT = 5201
+# Prefix of a run's namespace names (the cross-check sets "fx" to keep its namespaces apart).
+RUN_PREFIX = "p"
 
 
 def _sh(cmd: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -79,7 +81,7 @@ def parse_flow_specs(text: str) -> list[FlowSpec]:
 class Net:
     """Namespaces, links, cgroups and processes of one run; :meth:`cleanup` removes all of them."""
 
-    run_id: str = field(default_factory=lambda: "p" + secrets.token_hex(3))
+    run_id: str = field(default_factory=lambda: RUN_PREFIX + secrets.token_hex(3))
     namespaces: list[str] = field(default_factory=list)
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     cgroups: list[Path] = field(default_factory=list)
