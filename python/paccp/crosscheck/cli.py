@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
                 import ns3  # noqa: F401
             except ImportError:
                 raise UserError("the ns3 wheel is not installed: pip install 'ns3==3.44.post0'") from None
-            result["ns3"] = ns3_checks(names, None, lambda s: typer.echo(s))
+            result["ns3"] = ns3_checks(names, None, lambda s: typer.echo(s), cache=out / "ns3-cache")
         if kernel:
             if os.geteuid() != 0:
                 result["kernel"] = {"skipped": "needs root"}

@@ -125,7 +125,7 @@ def leafspine(sack: bool) -> Scenario:
         f"leafspine-{'sack' if sack else 'newreno'}",
         "4x4 leaf-spine, 16 hosts/leaf, 10G links, 100 pkt, 64 synchronised long-lived flows",
         hosts, [f"leaf{a}" for a in range(L)] + [f"spine{b}" for b in range(S)], links, fl,
-        60 * MS, 10 * MS, 100, sack,
+        30 * MS, 10 * MS, 100, sack,
     )  # fmt: skip
 
 
