@@ -16,7 +16,7 @@ DEMO_OUT ?= out/demo
 help:
 	@echo "make demo   - install what is missing, build, run fig4a + fig4c at full size, print the table"
 	@echo "make test   - install what is missing, build, run every test (Rust, Python, datapath, lints)"
-	@echo "make bench  - speed figures (JSON) of the engine and the datapath"
+	@echo "make bench  - speed figures (JSON) of the engine, the datapath and the ledger"
 	@echo "make crosscheck - the engine vs ns-3 3.44 (installs the ns3 wheel) and vs the kernel (root)"
 
 # --- set-up -----------------------------------------------------------------
@@ -68,6 +68,7 @@ fmt:
 
 bench: build
 	$(PACCP) bench
+	$(PACCP) bench ledger
 
 # Not part of `make test`: installs the ns-3 wheel on first use; the kernel side needs root.
 crosscheck: build

@@ -31,7 +31,7 @@ def _kernel(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
     try:
         from paccp.datapath import testbed
 
-        testbed.RUN_PREFIX = "fx"
+        os.environ["PACCP_NETNS_PREFIX"] = "fx"  # the testbed's namespaces: fx<hex>-<node>
         f7 = testbed.run_fig7(200_000_000, float(duration_s), out / "fig7", omit_s=2, simulate=True)
         cmp = compare(
             {f"{c}_mbps": v["simulator_mbps"] for c, v in f7["classes"].items()},
