@@ -11,7 +11,7 @@ use crate::host::{PerVm, VmInfo};
 use crate::metrics::Sampler;
 use crate::net::channel::Channel;
 use crate::net::qdisc::{limits, Prio, Sched};
-use crate::net::NetStats;
+use crate::net::{NetStats, ROUTE_END};
 use crate::rng::stream;
 use crate::topo::{Network, Router};
 use crate::transport::{Flow, FlowInfo, Params};
@@ -60,8 +60,11 @@ fn params(sc: &Scenario) -> Result<Params> {
         ));
     }
     nonzero("packet.ack_bytes", p.ack_bytes)?;
-    if p.mtu_bytes > u32::MAX as u64 || p.ack_bytes > u32::MAX as u64 {
-        return Err(EngineError::invalid("packet.mtu_bytes", "is too large"));
+    if p.mtu_bytes > u16::MAX as u64 {
+        return Err(EngineError::invalid("packet.mtu_bytes", "must be <= 65535"));
+    }
+    if p.ack_bytes > u16::MAX as u64 {
+        return Err(EngineError::invalid("packet.ack_bytes", "must be <= 65535"));
     }
     let t = &sc.transport;
     positive("transport.init_cwnd_pkts".into(), t.init_cwnd_pkts)?;
@@ -228,6 +231,15 @@ impl Simulation {
                 omega: v.omega,
             });
         }
+        if !matches!(
+            sc.queues.switch,
+            QdiscCfg::DropTail | QdiscCfg::StrictPriority { .. }
+        ) {
+            return Err(EngineError::invalid(
+                "queues.switch.kind",
+                "must be drop_tail or strict_priority (per_vm and shaper are host egress stages)",
+            ));
+        }
         let host_q = qdisc("queues.host", &sc.queues.host, reg, &vm_info, &vm_ids)?;
         let switch_q = qdisc("queues.switch", &sc.queues.switch, reg, &vm_info, &vm_ids)?;
         let sizes = (sc.packet.mtu_bytes, sc.packet.ack_bytes);
@@ -255,6 +267,7 @@ impl Simulation {
             nic_turn: None,
             finished: Vec::new(),
             flows: Vec::new(),
+            routes: Vec::new(),
             cc,
             net,
             router,
@@ -304,6 +317,12 @@ impl Simulation {
                     Some(id)
                 }
             };
+            if fc.changes.len() > u16::MAX as usize {
+                return Err(EngineError::invalid(
+                    format!("{f}.changes"),
+                    "at most 65535 changes",
+                ));
+            }
             let mut last = 0;
             for (j, c) in fc.changes.iter().enumerate() {
                 positive(format!("{f}.changes[{j}].omega"), c.omega)?;
@@ -340,7 +359,7 @@ impl Simulation {
                     Ps::from_ns(c.at_ns).0,
                     Ev::Change {
                         flow: idx,
-                        idx: j as u32,
+                        idx: j as u16,
                     },
                 );
             }
@@ -378,9 +397,15 @@ impl Simulation {
             .router
             .route(&self.net, nf.dst, nf.src, hash)
             .ok_or_else(no_path)?;
-        if route_data.len() > u16::MAX as usize {
-            return Err(EngineError::invalid(field, "route too long"));
+        let data_at = self.routes.len();
+        if data_at + route_data.len() + route_ack.len() + 2 >= ROUTE_END as usize {
+            return Err(EngineError::invalid(field, "too many routes"));
         }
+        self.routes.extend(&route_data);
+        self.routes.push(ROUTE_END);
+        let ack_at = self.routes.len();
+        self.routes.extend(&route_ack);
+        self.routes.push(ROUTE_END);
         let idx = self.flows.len() as u32;
         self.sampler.add_flow(idx, nf.size);
         let nchanges = nf.changes.len();
@@ -392,8 +417,8 @@ impl Simulation {
             vm: nf.vm,
             size: nf.size,
             start: nf.start,
-            route_data,
-            route_ack,
+            route_data: data_at as u32,
+            route_ack: ack_at as u32,
             theta0: nf.theta,
             omega0: nf.omega,
             changes: nf.changes,

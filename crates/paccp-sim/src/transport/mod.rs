@@ -63,6 +63,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) channels: &'a mut [Channel],
     pub(crate) stats: &'a mut NetStats,
     pub(crate) p: &'a Params,
+    /// The flat route table (see [`Pkt::pos`]).
+    pub(crate) routes: &'a [u32],
     /// Host backpressure: the flow whose turn it is to put one segment into its NIC queue.
     pub(crate) nic_turn: &'a mut Option<u32>,
     /// Flows that finished during this handler (the simulation updates their VMs afterwards).
@@ -108,8 +110,9 @@ pub(crate) struct FlowInfo {
     pub(crate) vm: Option<u32>,
     pub(crate) size: Option<u64>,
     pub(crate) start: u64,
-    pub(crate) route_data: Vec<u32>,
-    pub(crate) route_ack: Vec<u32>,
+    /// Offsets of the data and ACK routes in the flat route table.
+    pub(crate) route_data: u32,
+    pub(crate) route_ack: u32,
     /// Initial pair (before a VBP split), reported in the output.
     pub(crate) theta0: u64,
     pub(crate) omega0: f64,
@@ -190,7 +193,7 @@ pub(crate) struct Receiver {
     /// Data segments that arrived when the receiver already had them.
     pub(crate) spurious: u64,
     pub(crate) delack_pending: u32,
-    pub(crate) delack_gen: u32,
+    pub(crate) delack_gen: u16,
     pub(crate) delack_ts: u64,
 }
 

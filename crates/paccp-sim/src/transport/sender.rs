@@ -38,15 +38,15 @@ impl Flow {
         }
         let pkt = Pkt {
             flow: idx,
-            hop: 0,
+            pos: self.info.route_data,
             is_ack: false,
             class: s.class,
-            size: payload + cx.p.header as u32,
+            size: (payload + cx.p.header as u32) as u16,
             seq: seg,
             ts: cx.now(),
             sack: SackOpt::NONE,
         };
-        let ch = self.info.route_data[0];
+        let ch = cx.routes[self.info.route_data as usize];
         cx.inject(pkt, ch, key);
         let host_fq = cx.p.host_fq as usize;
         if host_fq > 0 {
@@ -94,7 +94,7 @@ impl Flow {
         }
         let size = cx.p.mss + cx.p.header;
         let key = self.qkey();
-        let ch = self.info.route_data[0];
+        let ch = cx.routes[self.info.route_data as usize];
         let c = &mut cx.channels[ch as usize];
         c.advance_for(cx.q.now, cx.q.cur_from);
         if c.has_room(size, key) {
