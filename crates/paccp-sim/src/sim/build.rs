@@ -111,6 +111,7 @@ fn params(sc: &Scenario) -> Result<Params> {
         sack: t.sack,
         backpressure: t.host_backpressure,
         host_fq: t.host_fq_pkts,
+        prr: t.prr,
     })
 }
 

@@ -8,8 +8,10 @@
 //!   acknowledges out-of-order or duplicate segments at once; with `delayed_ack` it acknowledges every
 //!   second in-order segment or on the timeout.
 //! - The sender ([`sender`]): fast retransmit after `dupack_threshold` duplicate ACKs, then NewReno
-//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675); RTO per RFC 6298 with
-//!   exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
+//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675); with `prr` (the default, as
+//!   Linux and ns-3) what a NewReno recovery sends is bounded by Proportional Rate Reduction ([`prr`],
+//!   RFC 6937) instead of RFC 6582's window inflation (the SACK recovery keeps RFC 6675's pipe < cwnd);
+//!   RTO per RFC 6298 with exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
 //!   ([`crate::cc`]).
 //!
 //! Handlers reach the rest of the engine only through a [`Ctx`]: the clock and the event queue, the
@@ -21,10 +23,12 @@
 //! the subflows' segments through a subflow scheduler and reorders at a connection-level receive
 //! buffer. A subflow's sender is unchanged; [`crate::cc::CcCtx::peers`] carries its siblings' windows
 //! to a coupled controller.
+pub(crate) mod prr;
 pub(crate) mod receiver;
 pub(crate) mod sack_recovery;
 pub(crate) mod sender;
 
+use self::prr::{Prr, RenoSacks};
 use crate::cc::{AnyController, Policy, Window};
 use crate::config::ChangeCfg;
 use crate::event::{Ev, EventQueue};
@@ -49,6 +53,8 @@ pub(crate) struct Params {
     pub(crate) sack: bool,
     pub(crate) backpressure: bool,
     pub(crate) host_fq: u32,
+    /// NewReno: Proportional Rate Reduction in recovery, limited transmit before it ([`prr`]).
+    pub(crate) prr: bool,
 }
 
 /// What a transport handler may do besides changing its own flow.
@@ -161,6 +167,10 @@ pub(crate) struct Sender {
     pub(crate) rtx_marks: VecDeque<(u64, u64)>,
     /// SACK recovery: retransmissions found lost, to be sent again first.
     pub(crate) relost: VecDeque<u64>,
+    /// The current recovery's PRR state (with `prr`).
+    pub(crate) prr: Prr,
+    /// NewReno: duplicate ACKs counted as delivered, lost head (with `prr`).
+    pub(crate) reno: RenoSacks,
     /// Waiting for room in its NIC queue (host backpressure).
     pub(crate) blocked: bool,
     /// Host fair queuing: serialisation ends of the flow's last data packets at its NIC (oldest first).
@@ -229,6 +239,8 @@ impl Flow {
                 rtx_ptr: 0,
                 rtx_marks: VecDeque::new(),
                 relost: VecDeque::new(),
+                prr: Prr::default(),
+                reno: RenoSacks::default(),
                 blocked: false,
                 nic_done: VecDeque::new(),
                 fq_wake: false,
