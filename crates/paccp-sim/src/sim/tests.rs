@@ -81,7 +81,7 @@ fn dupacks_new_segments(sim: &mut Simulation, n: usize) -> Vec<u64> {
     for k in 0..n {
         let pkt = Pkt {
             flow: 0,
-            hop: 0,
+            pos: sim.flows[0].info.route_ack,
             is_ack: true,
             class: 0,
             size: 40,
