@@ -19,6 +19,8 @@ Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` /
                  deadline, [[flows.changes]] (at, theta, omega)
     [[arrivals]] workload (name or CDF path), load or rate_per_s, start, stop, max_flows, sources,
                  destination, cos (by_vm or mix), reference_capacity
+    [scheme]     kind = "mptcp_bgwc" (+ its fields: :mod:`paccp.schemes.mptcp_bgwc`); absent = the
+                 ``[cc]`` sender on single-path flows
 
 Arrival load: ``rate_per_s = load * C_ref / (8 * mean_size_bytes)`` where ``mean_size_bytes`` is the
 mean payload of the workload's piecewise-linear sampler and ``C_ref`` is, for a leaf-spine, the total
@@ -372,6 +374,7 @@ class Scenario(_M):
     vms: list[Vm] = Field(default_factory=list)
     flows: list[FlowCfg] = Field(default_factory=list)
     arrivals: list[ArrivalsCfg] = Field(default_factory=list)
+    scheme: SchemeCfg | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -505,6 +508,8 @@ def _semantic_checks(sc: Scenario) -> None:
             raise UserError(f"{where}.workload: {exc.message}") from None
     if not sc.flows and not sc.arrivals:
         raise UserError("scenario: no [[flows]] and no [[arrivals]]: nothing to simulate")
+    if sc.scheme is not None:
+        sc.scheme.check(sc)
 
 
 def _fmt_validation(exc: ValidationError) -> str:
@@ -578,6 +583,12 @@ def reference_capacity_bps(sc: Scenario, arrivals: ArrivalsCfg) -> int:
 def to_engine(sc: Scenario) -> dict[str, Any]:
     """The fully resolved engine JSON (docs/engine-contract.md)."""
     from paccp.workload import load_cdf
+
+    if sc.scheme is not None:
+        raise UserError(
+            f"scheme {sc.scheme.kind}: validated, but the engine cannot run it yet (it needs multi-subflow "
+            "connections, priority queues and host shapers; issue 11)"
+        )
 
     topo = sc.topology
     if isinstance(topo, LeafSpine):
@@ -753,3 +764,13 @@ def to_toml(obj: dict[str, Any], header: str = "") -> str:
         else:
             lines.insert(len(header.splitlines()), f"{key} = {_toml_value(val)}")
     return "\n".join(lines).lstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# schemes: each is a model in paccp.schemes with a ``check(scenario)``; one registration line each.
+# (Imported last: the scheme models use this module's field types.)
+
+from paccp.schemes.mptcp_bgwc import MptcpBgwc  # noqa: E402
+
+SchemeCfg = MptcpBgwc  # with a second scheme: Annotated[A | B, Field(discriminator="kind")]
+Scenario.model_rebuild()

@@ -1,0 +1,320 @@
+"""Experiments of the MPTCP bandwidth-guarantee + work-conservation paper (SPEC section 10), scheme
+``mptcp_bgwc`` (:mod:`paccp.schemes.mptcp_bgwc`).
+
+Each experiment has its paper's setup as a scenario builder, the paper's numbers (:data:`PAPER`) and the
+checks its ``summary.json`` will carry. Testbed durations (tens of seconds) are compressed to
+``FULL_S`` seconds of simulated time (``QUICK_S`` with ``--quick``); rates are the paper's (1 Gb/s links,
+guarantees in Mb/s), not scaled.
+
+Topologies (all links 1 Gb/s, 10 us, 100-packet drop-tail per priority queue unless stated):
+
+- ``star``: the paper's Fig. 4 / Fig. 6: senders and one receiver on one switch; the bottleneck is the
+  switch port to the receiver.
+- ``testbed``: the paper's Fig. 11: S1-S4 on switch sw1, S5-S8 on sw3, sw1 - sw2 - sw3 in a line; Si sends to
+  S(i+4), so all four flows share sw1 -> sw2 -> sw3.
+- ``clos``: the paper's Fig. 18: 400 hosts, 4 pods of 4 ToRs x 25 hosts and 2 aggregation switches, 2 cores;
+  host-ToR 1 Gb/s, ToR-agg 10 Gb/s, agg-core 20 Gb/s; ECMP.
+
+Status: **not registered as runnable**. The engine does not yet have multi-subflow connections, priority
+queues, host shapers or constant-rate flows (issue 11 waits for the engine framework of issue 10); the
+builders below produce scenarios that validate, and ``to_engine`` says plainly that it cannot run them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MBIT = 1_000_000
+FULL_S = 10.0  # simulated seconds standing for the testbed's tens of seconds
+QUICK_S = 1.0
+
+# ------------------------------------------------------------------------------------------------------
+# The paper's numbers (SPEC section 10 and the paper's text / Table 3).
+
+
+@dataclass(frozen=True)
+class PaperExperiment:
+    """One experiment of the paper: what it set up and what it reports."""
+
+    id: str
+    figures: str
+    setup: str
+    result: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+PAPER: dict[str, PaperExperiment] = {
+    e.id: e
+    for e in (
+        PaperExperiment(
+            "mptcp-sched",
+            "Figs. 4-5, 16",
+            "A, B, C -> D over one 1 Gb/s link; guarantees 500 / 250 / 150 Mb/s; start at 0 / 60 / 120 s; "
+            "LeastRTT vs BG-first",
+            "LeastRTT: A's BG subflow about 200 Mb/s at first, 2 s to shift to BG when B starts; "
+            "BG-first: A's BG at 500 Mb/s from the start",
+            {
+                "guarantee_mbps": {"A": 500, "B": 250, "C": 150},
+                "least_rtt_initial_bg_mbps": 200,
+                "least_rtt_shift_s": 2.0,
+            },
+        ),
+        PaperExperiment(
+            "mptcp-cc",
+            "Fig. 3",
+            "S1, S3, S4 with guarantees 100 / 200 / 300 Mb/s on one 1 Gb/s link (about 300 Mb/s idle), one "
+            "connection each; WC subflows under LIA / OLIA / BALIA vs uncoupled Reno",
+            "coupled: idle shared erratically; Reno: evenly",
+            {"guarantee_mbps": {"S1": 100, "S3": 200, "S4": 300}, "idle_mbps": 300},
+        ),
+        PaperExperiment(
+            "mptcp-rcvbuf",
+            "Figs. 6-8, 17; Tables 1-2",
+            "one server, BG + WC on a 1 Gb/s link, WC path +1 or +2 ms, guarantee 200 or 500 Mb/s, receive "
+            "buffer settings 1-5; Fig. 17: dynamic buffer, WC delay +1 ms every 15 s for 45 s",
+            "WC throughput small with small buffers, all idle bandwidth with large; the dynamic buffer "
+            "recovers after each delay step",
+            {
+                # (min, default, max) bytes of tcp_rmem, Tables 1 (1 ms) and 2 (2 ms)
+                "settings_1ms": [
+                    (2048, 6144, 131072),
+                    (3072, 8192, 262144),
+                    (4096, 10240, 524288),
+                    (5120, 14336, 1048576),
+                    (6128, 87380, 6291456),
+                ],
+                "settings_2ms": [
+                    (2048, 6144, 131072),
+                    (3072, 8192, 262144),
+                    (4096, 10240, 524288),
+                    (5120, 12288, 786432),
+                    (6144, 14336, 1048576),
+                ],
+            },
+        ),
+        PaperExperiment(
+            "mptcp-bg",
+            "Fig. 12",
+            "Fig. 11 testbed (8 servers, 3 switches, 1 Gb/s); S1-S4 -> S5-S8 over one shared path; "
+            "guarantees 350 / 250 / 200 / 100 Mb/s; one TCP flow each; variant + 50 Mb/s UDP per server",
+            "BG subflows at their guarantees, 30 Mb/s spare shared by WC, totals slightly above guarantees; "
+            "with UDP the BG subflow is 50 Mb/s lower and guarantees still hold",
+            {
+                "guarantee_mbps": {"S1": 350, "S2": 250, "S3": 200, "S4": 100},
+                "spare_mbps": 30,
+                "udp_mbps": 50,
+            },
+        ),
+        PaperExperiment(
+            "mptcp-wc",
+            "Fig. 13",
+            "as mptcp-bg, S2 stops from 50 s to 80 s",
+            "about 280 Mb/s idle taken by the others' WC; their BG unchanged; S2 regains its guarantee "
+            "quickly",
+            {"idle_mbps": 280, "stop_s": (50, 80)},
+        ),
+        PaperExperiment(
+            "mptcp-table3",
+            "Table 3",
+            "3 servers share 1 Gb/s (the Fig. 4 star); rows (B_A, B_B, B_C; A_l)",
+            "WC shares proportional to A_l",
+            {
+                "rows": [
+                    {"bg": (400, 200, 200), "a_l": (5, 2, 2), "wc": (62, 31, 31)},
+                    {"bg": (300, 100, 100), "a_l": (2, 1, 1), "wc": (212, 106, 106)},
+                    {"bg": (400, 200, 100), "a_l": (5, 2, 1), "wc": (120, 65, 35)},
+                    {"bg": (400, 200, None), "a_l": (5, 2, None), "wc": (217, 110, None)},
+                ]
+            },
+        ),
+        PaperExperiment(
+            "mptcp-fair",
+            "Figs. 14-15",
+            "mptcp-wc's idle (S2 not sending), S1 with N_c = 3 or 5 connections, S3 and S4 one each; "
+            "policy 1:1:1 vs none",
+            "none: S1's WC share N_c x the others'; policy: equal; guarantees always held",
+            {"n_c": (3, 5)},
+        ),
+        PaperExperiment(
+            "mptcp-clos",
+            "Figs. 18-20",
+            "Clos: 400 hosts, 4 pods, 2 core, 8 aggregation, 16 ToR x 25 servers; 1 / 10 / 20 Gb/s; Facebook "
+            "MapReduce trace, S/64 mappers and reducers, 2 + 2 per server; 800 Mb/s guarantee per server; "
+            "first 1,000 jobs",
+            "mean and large-job shuffle time: ours < WC-only < free competition < BG-only",
+            {"ranking": ["ours", "wc_only", "free_competition", "bg_only"], "guarantee_mbps": 800},
+        ),
+    )
+}
+
+# ------------------------------------------------------------------------------------------------------
+# Topologies and scenario builders.
+
+
+def _link(a: str, b: str, rate: str = "1Gbit", delay: str = "10us", buffer: str = "100pkt") -> dict[str, Any]:
+    return {"a": a, "b": b, "rate": rate, "delay": delay, "buffer": buffer}
+
+
+def star(senders: list[str], receiver: str) -> dict[str, Any]:
+    """The Fig. 4 / Fig. 6 star: every host on one switch ``sw``."""
+    names = [*senders, receiver]
+    return {
+        "kind": "explicit",
+        "nodes": [{"name": n, "kind": "host"} for n in names] + [{"name": "sw", "kind": "switch"}],
+        "links": [_link(n, "sw") for n in names],
+    }
+
+
+def testbed() -> dict[str, Any]:
+    """The Fig. 11 testbed: S1-S4 on sw1, S5-S8 on sw3, sw1 - sw2 - sw3."""
+    hosts = [f"S{i}" for i in range(1, 9)]
+    return {
+        "kind": "explicit",
+        "nodes": [{"name": h, "kind": "host"} for h in hosts]
+        + [{"name": f"sw{i}", "kind": "switch"} for i in (1, 2, 3)],
+        "links": [_link(h, "sw1") for h in hosts[:4]]
+        + [_link(h, "sw3") for h in hosts[4:]]
+        + [_link("sw1", "sw2"), _link("sw2", "sw3")],
+    }
+
+
+def clos(pods: int = 4, tors_per_pod: int = 4, hosts_per_tor: int = 25, cores: int = 2) -> dict[str, Any]:
+    """The Fig. 18 Clos (2 aggregation switches per pod, each to every core)."""
+    nodes: list[dict[str, str]] = [{"name": f"core{c}", "kind": "switch"} for c in range(cores)]
+    links: list[dict[str, Any]] = []
+    h = 0
+    for p in range(pods):
+        aggs = [f"agg{p}_{a}" for a in range(2)]
+        nodes += [{"name": a, "kind": "switch"} for a in aggs]
+        links += [_link(a, f"core{c}", rate="20Gbit", buffer="400pkt") for a in aggs for c in range(cores)]
+        for t in range(tors_per_pod):
+            tor = f"tor{p}_{t}"
+            nodes.append({"name": tor, "kind": "switch"})
+            links += [_link(tor, a, rate="10Gbit", buffer="400pkt") for a in aggs]
+            for _ in range(hosts_per_tor):
+                nodes.append({"name": f"h{h}", "kind": "host"})
+                links.append(_link(f"h{h}", tor))
+                h += 1
+    return {"kind": "explicit", "nodes": nodes, "links": links}
+
+
+def _scenario(
+    topology: dict[str, Any],
+    vms: list[tuple[str, str, int]],
+    flows: list[dict[str, Any]],
+    scheme: dict[str, Any],
+    *,
+    duration_s: float,
+    seed: int,
+) -> dict[str, Any]:
+    """A TOML-shaped scenario: ``vms`` are (vm id, host, guarantee Mb/s)."""
+    return {
+        "run": {
+            "seed": seed,
+            "duration": f"{duration_s:g}s",
+            "warmup": f"{duration_s / 10:g}s",
+            "sample_interval": "10ms",
+            "sample_flows": "long_lived",
+        },
+        "topology": topology,
+        "vms": [{"id": v, "host": h, "theta": f"{g}Mbit"} for v, h, g in vms],
+        "flows": flows,
+        "scheme": {"kind": "mptcp_bgwc", **scheme},
+    }
+
+
+def bg_scenario(*, udp: bool, quick: bool = False, seed: int = 1) -> dict[str, Any]:
+    """mptcp-bg: S1-S4 -> S5-S8 with 350/250/200/100 Mb/s, one long-lived connection each (+ 50 Mb/s UDP)."""
+    g = PAPER["mptcp-bg"].numbers["guarantee_mbps"]
+    vms = [(f"vm{i}", f"S{i}", g[f"S{i}"]) for i in range(1, 5)]
+    flows = [{"id": f"f{i}", "src": f"S{i}", "dst": f"S{i + 4}", "vm": f"vm{i}"} for i in range(1, 5)]
+    scheme: dict[str, Any] = {}
+    if udp:
+        scheme["udp"] = [{"vm": f"vm{i}", "dst": f"S{i + 4}", "rate": "50Mbit"} for i in range(1, 5)]
+    return _scenario(testbed(), vms, flows, scheme, duration_s=QUICK_S if quick else FULL_S, seed=seed)
+
+
+def table3_scenario(row: int, *, quick: bool = False, seed: int = 1) -> dict[str, Any]:
+    """mptcp-table3 row 0-3: A, B, C -> D on the star with the row's guarantees and given A_l."""
+    r = PAPER["mptcp-table3"].numbers["rows"][row]
+    senders = [s for s, bg in zip("ABC", r["bg"], strict=True) if bg is not None]
+    vms = [(f"vm{s}", s, bg) for s, bg in zip("ABC", r["bg"], strict=True) if bg is not None]
+    flows = [{"id": f"f{s}", "src": s, "dst": "D", "vm": f"vm{s}"} for s in senders]
+    levels = {f"vm{s}": a for s, a in zip("ABC", r["a_l"], strict=True) if a is not None}
+    return _scenario(
+        star(["A", "B", "C"], "D"),
+        vms,
+        flows,
+        {"competition_levels": levels},
+        duration_s=QUICK_S if quick else FULL_S,
+        seed=seed,
+    )
+
+
+def fair_scenario(n_c: int, *, policy: bool, quick: bool = False, seed: int = 1) -> dict[str, Any]:
+    """mptcp-fair: S2 silent, S1 with ``n_c`` connections, S3 and S4 one each; policy 1:1:1 or none."""
+    g = PAPER["mptcp-bg"].numbers["guarantee_mbps"]
+    vms = [(f"vm{i}", f"S{i}", g[f"S{i}"]) for i in (1, 3, 4)]
+    flows = [{"id": f"f1-{k}", "src": "S1", "dst": "S5", "vm": "vm1"} for k in range(n_c)]
+    flows += [{"id": f"f{i}", "src": f"S{i}", "dst": f"S{i + 4}", "vm": f"vm{i}"} for i in (3, 4)]
+    scheme: dict[str, Any] = {"fair_wc": policy}
+    if policy:
+        scheme["competition_levels"] = {"vm1": 1, "vm3": 1, "vm4": 1}
+    return _scenario(testbed(), vms, flows, scheme, duration_s=QUICK_S if quick else FULL_S, seed=seed)
+
+
+def sched_scenario(scheduler: str, *, quick: bool = False, seed: int = 1) -> dict[str, Any]:
+    """mptcp-sched: A, B, C -> D with 500/250/150 Mb/s starting at 0, T/3, 2T/3 (the paper: 0/60/120 s)."""
+    g = PAPER["mptcp-sched"].numbers["guarantee_mbps"]
+    dur = QUICK_S if quick else FULL_S
+    vms = [(f"vm{s}", s, g[s]) for s in "ABC"]
+    flows = [
+        {"id": f"f{s}", "src": s, "dst": "D", "vm": f"vm{s}", "start": f"{k * dur / 3:g}s"}
+        for k, s in enumerate("ABC")
+    ]
+    return _scenario(
+        star(["A", "B", "C"], "D"), vms, flows, {"scheduler": scheduler}, duration_s=dur, seed=seed
+    )
+
+
+def cc_scenario(subflow_cc: str, *, quick: bool = False, seed: int = 1) -> dict[str, Any]:
+    """mptcp-cc: S1, S3, S4 -> D with 100/200/300 Mb/s, WC subflows under ``subflow_cc``, no fair WC."""
+    g = PAPER["mptcp-cc"].numbers["guarantee_mbps"]
+    vms = [(f"vm{s}", s, g[s]) for s in ("S1", "S3", "S4")]
+    flows = [{"id": f"f{s}", "src": s, "dst": "D", "vm": f"vm{s}"} for s in ("S1", "S3", "S4")]
+    return _scenario(
+        star(["S1", "S3", "S4"], "D"),
+        vms,
+        flows,
+        {"subflow_cc": subflow_cc, "fair_wc": False},
+        duration_s=QUICK_S if quick else FULL_S,
+        seed=seed,
+    )
+
+
+def rcvbuf_scenario(
+    guarantee_mbps: int, extra_delay_ms: int, receive_buffer: int | str, *, quick: bool = False, seed: int = 1
+) -> dict[str, Any]:
+    """mptcp-rcvbuf: one sender, BG + WC to one receiver, WC delayed, a receive buffer setting."""
+    return _scenario(
+        star(["S"], "R"),
+        [("vmS", "S", guarantee_mbps)],
+        [{"id": "f", "src": "S", "dst": "R", "vm": "vmS"}],
+        {"wc_extra_delay": f"{extra_delay_ms}ms", "receive_buffer": receive_buffer},
+        duration_s=QUICK_S if quick else FULL_S,
+        seed=seed,
+    )
+
+
+# What each experiment still needs from the engine before it can be registered (issue 11, phase 2).
+NEEDS: dict[str, str] = {
+    "mptcp-bg": "subflows, 2 priority queues, per-VM BG token bucket, constant-rate UDP flows",
+    "mptcp-table3": "as mptcp-bg, plus the fair-WC congestion control (alpha_w = (A_l/K)^2)",
+    "mptcp-fair": "as mptcp-table3",
+    "mptcp-sched": "as mptcp-bg, plus the subflow-scheduler trait (LeastRTT, BG-first)",
+    "mptcp-wc": "as mptcp-bg, plus a flow that pauses (S2 silent from 50 to 80 s of 110 s)",
+    "mptcp-cc": "as mptcp-bg, plus LIA and OLIA (BALIA is not planned)",
+    "mptcp-rcvbuf": "connection-level receive buffer with penalisation, reinjection, dynamic size; WC delay",
+    "mptcp-clos": "as mptcp-table3 at 400 hosts, plus the shuffle workload (paccp.mapreduce, ready)",
+}
