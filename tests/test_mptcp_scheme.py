@@ -169,6 +169,16 @@ def test_scaffolded_setups_validate_but_are_not_runnable_yet(spec: dict[str, Any
         to_engine(sc)
 
 
+def test_free_competition_runs_today_as_plain_reno() -> None:
+    spec = exp.bg_scenario(udp=False, quick=True)
+    spec["scheme"]["variant"] = "free_competition"
+    eng = to_engine(parse_scenario(spec))
+    assert eng["cc"] == {"kind": "reno"}
+    spec["scheme"]["udp"] = [{"vm": "vm1", "dst": "S5", "rate": "50Mbit"}]
+    with pytest.raises(UserError, match="UDP flows validated, but the engine cannot run it yet"):
+        to_engine(parse_scenario(spec))
+
+
 def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
     ids = {
         "mptcp-sched",

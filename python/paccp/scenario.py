@@ -454,6 +454,7 @@ def _semantic_checks(sc: Scenario) -> None:
         raise UserError("vms: two VMs on one host (the engine maps arrivals to one VM per host)")
     flow_ids: set[str] = set()
     reach: dict[str, set[str]] = {}
+    access: dict[str, int] = {}  # per source host (a sum over all links on an explicit topology)
     for k, f in enumerate(sc.flows):
         where = f"flows[{k}]"
         if f.id in flow_ids:
@@ -470,7 +471,9 @@ def _semantic_checks(sc: Scenario) -> None:
                 raise UserError(f"{where}: no route from {f.src!r} to {f.dst!r}")
         if f.start >= sc.run.duration:
             raise UserError(f"{where}.start: at or after the end of the run")
-        acc = access_rate_bps(topo, f.src)
+        if f.src not in access:
+            access[f.src] = access_rate_bps(topo, f.src)
+        acc = access[f.src]
         for name, th in [("theta", f.theta)] + [
             (f"changes[{j}].theta", c.theta) for j, c in enumerate(f.changes)
         ]:
@@ -584,12 +587,6 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
     """The fully resolved engine JSON (docs/engine-contract.md)."""
     from paccp.workload import load_cdf
 
-    if sc.scheme is not None:
-        raise UserError(
-            f"scheme {sc.scheme.kind}: validated, but the engine cannot run it yet (it needs multi-subflow "
-            "connections, priority queues and host shapers; issue 11)"
-        )
-
     topo = sc.topology
     if isinstance(topo, LeafSpine):
         t: dict[str, Any] = {
@@ -628,12 +625,13 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
         }
         for vm in sc.vms
     ]
+    vm_label = {v["id"]: v["label"] for v in vms}  # (not sc.vms.index: quadratic in flows x VMs)
     flows = []
     for f in sc.flows:
         if f.vm is not None:
             vm = vm_map[f.vm]
             theta, omega = vm.theta, vm.omega
-            default_label = vms[sc.vms.index(vm)]["label"]
+            default_label = vm_label[vm.id]
         else:
             theta, omega = f.theta, f.omega
             default_label = (f.cos or cos_of(theta, omega)).upper()
@@ -693,6 +691,8 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
         if sc.cc.kind == "paccp"
         else {"kind": "reno"}
     )
+    if sc.scheme is not None:
+        cc = sc.scheme.engine_cc()
     return {
         "seed": sc.run.seed,
         "duration_ns": sc.run.duration,

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from paccp import mapreduce as mr
+
 MBIT = 1_000_000
 FULL_S = 10.0  # simulated seconds standing for the testbed's tens of seconds
 QUICK_S = 1.0
@@ -305,6 +307,42 @@ def rcvbuf_scenario(
         duration_s=QUICK_S if quick else FULL_S,
         seed=seed,
     )
+
+
+def clos_scenario(
+    variant: str, scaling: mr.Scaling, *, seed: int = 1, drain_s: float = 1.0
+) -> tuple[dict[str, Any], list[mr.JobPlan]]:
+    """mptcp-clos: the Fig. 18 Clos, one VM per server guaranteed 800 Mb/s, the trace's shuffle flows.
+
+    The run lasts until the last job's (scaled) submission plus ``drain_s``. Returns the scenario and the
+    job plans (to score shuffle times from the flow records).
+    """
+    topo = clos()
+    hosts = [n["name"] for n in topo["nodes"] if n["kind"] == "host"]
+    plans, flows = mr.plan_shuffle(mr.load_trace(max_jobs=scaling.jobs), hosts, scaling, seed)
+    g = PAPER["mptcp-clos"].numbers["guarantee_mbps"]
+    last_start = max((p.start_ns for p in plans), default=0)
+    spec = _scenario(
+        topo,
+        [(f"vm{h}", h, g) for h in hosts],
+        [
+            {
+                "id": f.id,
+                "src": f.src,
+                "dst": f.dst,
+                "vm": f"vm{f.src}",
+                "size": f.size_bytes,
+                "start": f"{f.start_ns}ns",
+                "label": f.job,
+            }
+            for f in flows
+        ],
+        {"variant": variant},
+        duration_s=last_start / 1e9 + drain_s,
+        seed=seed,
+    )
+    spec["run"]["sample_flows"] = "none"
+    return spec, plans
 
 
 # What each experiment still needs from the engine before it can be registered (issue 11, phase 2).

@@ -138,6 +138,19 @@ class MptcpBgwc(_M):
                         f"{f.src} to {f.dst} (flows[{k}])"
                     )
 
+    def engine_cc(self) -> dict[str, object]:
+        """The engine's ``cc`` for this scheme; UserError for what the engine cannot run yet.
+
+        Today only ``free_competition`` without UDP runs: it is plain single-path Reno, which the engine has.
+        """
+        if self.variant != "free_competition" or self.udp:
+            what = "UDP flows" if self.variant == "free_competition" else f"variant {self.variant!r}"
+            raise UserError(
+                f"scheme mptcp_bgwc: {what} validated, but the engine cannot run it yet (it needs "
+                "multi-subflow connections, priority queues and host shapers; issue 11)"
+            )
+        return {"kind": "reno"}
+
     # ------------------------------------------------------------------ resolved per-VM policy
 
     def competition_level(self, vm_id: str, guarantee_bps: int) -> int:
