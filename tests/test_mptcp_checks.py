@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from paccp.experiments import mptcp_checks as mc
@@ -63,3 +64,28 @@ def test_sched_and_clos_ranking() -> None:
     swapped = dict(paper, ours=1.25)
     assert _holds(mc.checks_clos(swapped)) == [False, False]
     assert mc.ranking(swapped) == ["wc_only", "ours", "free_competition", "bg_only"]
+
+
+def test_measure_plumbing_on_the_free_competition_variant(tmp_path: Path) -> None:
+    """The variant the engine runs today: four single-path Reno flows share the testbed's 1 Gb/s path."""
+    from paccp.experiments import mptcp_bgwc as exp
+    from paccp.experiments.mptcp_measure import measure, plot_vm_classes, subflow_class
+
+    assert [subflow_class(x) for x in ("f1/bg", "f1/wc0", "f1/wc3", "u/udp", "f1")] == [
+        "bg",
+        "wc",
+        "wc",
+        "udp",
+        "tcp",
+    ]
+    spec = exp.bg_scenario(udp=False, quick=True)
+    spec["scheme"]["variant"] = "free_competition"
+    spec["run"].update(duration="0.3s", warmup="0.1s")
+    m = measure(spec, description="free competition")
+    vms = [f"vm{i}" for i in range(1, 5)]
+    assert set(m.mean) == {(vm, "tcp") for vm in vms}
+    total = sum(m.total(vm) for vm in vms)
+    assert 900 < total < 1000  # the shared 1 Gb/s path is full (payload rate, 1460 of 1500 bytes)
+    assert all(m.rate(vm, "tcp") > 100 for vm in vms)  # no guarantee, but nobody starves
+    paths = plot_vm_classes(m, tmp_path, title="t", guarantee_mbps={"vm1": 350})
+    assert sorted(p.name for p in paths) == ["rate_tcp.png", "rate_total.png"]
