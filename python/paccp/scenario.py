@@ -691,9 +691,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
         if sc.cc.kind == "paccp"
         else {"kind": "reno"}
     )
-    if sc.scheme is not None:
-        cc = sc.scheme.engine_cc()
-    return {
+    out = {
         "seed": sc.run.seed,
         "duration_ns": sc.run.duration,
         "packet": {"mtu_bytes": tr.mtu, "header_bytes": tr.header, "ack_bytes": tr.ack},
@@ -721,6 +719,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "cwnd": sc.run.sample_cwnd,
         },
     }
+    return sc.scheme.to_engine(sc, out) if sc.scheme is not None else out
 
 
 def cos_of(theta_bps: float, omega: float) -> CosName:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -54,6 +54,9 @@ from paccp.units import parse_size_bytes
 if TYPE_CHECKING:
     from paccp.scenario import Scenario
 
+# The engine has per-flow classes, strict-priority queues and host shapers (issue 10) but not yet the
+# per-flow controllers this scheme needs; switched on with them.
+ENGINE_SUBFLOWS = False
 UNIT_DEFAULT_BPS = 75_000_000  # the paper's bandwidth unit U
 LINUX_TCP_RMEM_MAX = 6_291_456  # Linux's default tcp_rmem max (the paper's setting 5 in Table 1)
 
@@ -138,18 +141,94 @@ class MptcpBgwc(_M):
                         f"{f.src} to {f.dst} (flows[{k}])"
                     )
 
-    def engine_cc(self) -> dict[str, object]:
-        """The engine's ``cc`` for this scheme; UserError for what the engine cannot run yet.
+    def to_engine(self, sc: Scenario, eng: dict[str, Any]) -> dict[str, Any]:
+        """Rewrite the generic engine JSON of ``sc`` for this scheme (UserError for what cannot run yet).
 
-        Today only ``free_competition`` without UDP runs: it is plain single-path Reno, which the engine has.
+        Each scenario VM ``v`` becomes two engine VMs on its host: ``v`` (its BG subflows and UDP flows;
+        its theta = B_g is the rate of its BG token bucket at the host) and ``v/wc`` (its WC subflows;
+        omega = A_l, which the engine's per-VM split divides by the number K of active WC subflows, so a
+        ``fair_wc`` subflow's increase omega^2 per RTT is (A_l / K)^2). Every flow ``f`` becomes ``f/bg``
+        (class 0) and ``f/wc0`` .. (class 1, same path); switches serve two strict-priority levels.
         """
-        if self.variant != "free_competition" or self.udp:
-            what = "UDP flows" if self.variant == "free_competition" else f"variant {self.variant!r}"
+        self._runnable(sc)
+        v = self.variant
+        buf = dict(eng["topology"]["nic_buffer"])
+        vms: list[dict[str, Any]] = []
+        for vm in sc.vms:
+            vms.append({"id": vm.id, "host": vm.host, "label": vm.id, "theta_bps": vm.theta, "omega": 1.0})
+            if v in ("ours", "wc_only"):
+                level = self.competition_level(vm.id, vm.theta) if self.fair_wc and v == "ours" else 1
+                vms.append(
+                    {
+                        "id": f"{vm.id}/wc",
+                        "host": vm.host,
+                        "label": vm.id,
+                        "theta_bps": 0,
+                        "omega": float(level),
+                    }
+                )
+        wc_cc = {"kind": "fair_wc" if self.fair_wc and v == "ours" else self.subflow_cc}
+        flows: list[dict[str, Any]] = []
+        for f in eng["flows"]:
+            if v == "free_competition":
+                flows.append(dict(f, label=f["vm"]))
+                continue
+            flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **{"class": 0}))
+            if v in ("ours", "wc_only"):
+                for k in range(self.wc_subflows if isinstance(self.wc_subflows, int) else 1):
+                    flows.append(
+                        dict(
+                            f,
+                            id=f"{f['id']}/wc{k}",
+                            label=f["vm"],
+                            vm=f"{f['vm']}/wc",
+                            cc=wc_cc,
+                            same_path_as=f"{f['id']}/bg",
+                            **{"class": 1},
+                        )
+                    )
+        out = dict(eng, vms=vms, flows=flows, cc={"kind": "reno"})
+        if v != "free_competition":
+            out["queues"] = {"switch": {"kind": "strict_priority", "levels": [buf, buf]}}
+        if v in ("ours", "bg_only"):
+            out["queues"]["host"] = {
+                "kind": "shaper",
+                "by": "vm",
+                "buckets": [
+                    {
+                        "vm": vm.id,
+                        "rate_bps": vm.theta,
+                        "burst_bytes": self.burst_bytes(vm.theta, sc.transport.mtu),
+                        "buffer": buf,
+                    }
+                    for vm in sc.vms
+                ],
+                "unshaped_buffer": buf,
+                "priority": True,
+            }
+        return out
+
+    def _runnable(self, sc: Scenario) -> None:
+        """UserError naming what the engine cannot run yet."""
+        missing = []
+        if self.udp:
+            missing.append("UDP flows")
+        if any(f.size is not None for f in sc.flows) and self.variant != "free_competition":
+            missing.append("finite connections (a connection-level byte stream)")
+        if self.variant in ("ours", "wc_only"):
+            if self.wc_subflows != 1:
+                missing.append("more than one WC subflow")
+            if self.subflow_cc != "reno" and not (self.fair_wc and self.variant == "ours"):
+                missing.append(f"subflow_cc {self.subflow_cc!r}")
+            if self.scheduler != "bg_first" or self.wc_extra_delay or self.receive_buffer == "dynamic":
+                missing.append("the connection layer (scheduler, receive buffer, WC delay)")
+        if not ENGINE_SUBFLOWS and self.variant != "free_competition":
+            missing.append("subflows with their own class and congestion control")
+        if missing:
             raise UserError(
-                f"scheme mptcp_bgwc: {what} validated, but the engine cannot run it yet (it needs "
-                "multi-subflow connections, priority queues and host shapers; issue 11)"
+                f"scheme mptcp_bgwc: validated, but the engine cannot run it yet ({'; '.join(missing)}; "
+                "issue 11)"
             )
-        return {"kind": "reno"}
 
     # ------------------------------------------------------------------ resolved per-VM policy
 
