@@ -65,7 +65,8 @@ def test_report_embeds_images_and_tables(tmp_path: Path) -> None:
     )
     _write(tmp_path / "run1", {"n_flows": 3, "classes": {"BE": {"flows": 3}}})
     _write(tmp_path / "sw" / "cache", {"ignored": True})
-    out = write_report(tmp_path)
+    out, skipped = write_report(tmp_path)
+    assert skipped == []
     html = out.read_text()
     assert "data:image/png;base64," + base64.b64encode(PNG).decode() in html
     assert "VBP &lt;WebSearch&gt;" in html  # escaped
@@ -82,4 +83,8 @@ def test_report_errors(tmp_path: Path) -> None:
         write_report(tmp_path)
     _write(tmp_path / "x", {})
     (tmp_path / "x" / "summary.json").write_text("{broken")
-    assert "unreadable" in write_report(tmp_path).read_text()
+    _write(tmp_path / "y", {"n_flows": 1})
+    out, skipped = write_report(tmp_path)
+    assert [p.parent.name for p, _ in skipped] == ["x"]  # skipped and listed, the others still shown
+    html = out.read_text()
+    assert "Skipped" in html and "not valid JSON" in html and "n_flows" in html

@@ -177,3 +177,18 @@ def combine_seeds(per_seed: Sequence[Mapping[str, Mapping[str, float | None]]]) 
         vals = [d.get(cos, {}).get(g) for d in per_seed]
         out.setdefault(cos, {})[g] = mean_ci(vals)
     return out
+
+
+def headline(res: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat one-row view of a point result (for sweep.csv)."""
+    row: dict[str, Any] = dict(res["params"])
+    for cos, groups in (res.get("fct_norm_to_be") or {}).items():
+        for g, v in groups.items():
+            row[f"fct_norm_{cos}_{g}"] = v
+    for cos, groups in (res.get("deadline_meet_rate") or {}).items():
+        row[f"meet_{cos}_overall"] = groups.get("overall")
+    allst = res["stats"]["by_cos"].get("all", {}).get("overall", {})
+    row["flows"] = allst.get("flows")
+    row["unfinished"] = allst.get("unfinished")
+    row["key"] = res.get("key")
+    return row

@@ -44,8 +44,10 @@ from typing import Any
 import numpy as np
 
 from paccp.errors import UserError
+from paccp.limits import MAX_OPTIMUM_CELLS
 
 MBPS = 1e6
+FEASIBILITY_REL = 1e-9  # every link's load is at most (1 + this) x its capacity in an answer
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,13 @@ def solve(problem: Problem) -> Solution:
         on = a[k] > 0
         if theta[on].sum() >= cap[k] * (1 - 1e-12):
             fixed |= on
-    x, p0 = _barrier(a, cap, w, theta, fixed)
-    x, p, pinned = _polish(a, cap, w, theta, fixed, x, p0)
+    try:
+        with np.errstate(all="ignore"):
+            x, p0 = _barrier(a, cap, w, theta, fixed)
+            x, p, pinned = _polish(a, cap, w, theta, fixed, x, p0)
+    except (RuntimeError, ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+        raise UserError(f"optimum: the solver failed on this problem ({str(exc)[:120]})") from None
+    x = _feasible(a, cap, theta, x, link_names, scale)
 
     rates = {f.id: float(x[i] * scale) for i, f in enumerate(flows)}
     load = a @ x
@@ -175,6 +182,42 @@ def solve(problem: Problem) -> Solution:
         capacities_bps={ln: float(problem.links[ln]) for ln in link_names},
         pinned=[flows[i].id for i in range(n) if pinned[i]],
     )
+
+
+def _feasible(
+    a: np.ndarray, cap: np.ndarray, theta: np.ndarray, x: np.ndarray, names: list[str], scale: float
+) -> np.ndarray:
+    """Final check and projection: every link within FEASIBILITY_REL of its capacity and x >= theta.
+
+    Rounding can leave a link a few ulps above its capacity; such a link's flows give up the same
+    fraction of their rate above theta (the smallest factor over a flow's links). A point that is still
+    infeasible after that, or not finite, is an error naming the link or the flow.
+    """
+    if not np.isfinite(x).all():
+        raise UserError("optimum: the solver produced non-finite rates (problem too badly scaled)")
+    x = np.maximum(x, theta)
+    extra = x - theta
+    room = cap - a @ theta
+    used = a @ extra
+    over_cap = a @ x > cap * (1 + 1e-12)  # beyond rounding: a link a few ulps over is left as it is
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(
+            over_cap & (used > room), np.clip(room / np.where(used > 0, used, 1.0), 0.0, 1.0), 1.0
+        )
+    if (factor < 1.0).any():
+        per_flow = np.where(a > 0, factor[:, None], 1.0).min(axis=0)
+        x = theta + extra * np.where(per_flow < 1.0, per_flow * (1 - 1e-15), 1.0)
+    load = a @ x
+    over = (load - cap) / cap
+    k = int(np.argmax(over))
+    if over[k] > FEASIBILITY_REL:
+        raise UserError(
+            f"optimum: no feasible answer found: link {names[k]!r} loaded {load[k] * scale:.17g} bit/s > "
+            f"capacity {cap[k] * scale:.17g} bit/s"
+        )
+    if ((x <= 0) & (theta == 0)).any():
+        raise UserError("optimum: a flow without a lower bound got no rate (its links are full of thetas)")
+    return x
 
 
 def _barrier(
@@ -314,14 +357,17 @@ def _solve_active(
         pt = p_init[t_idx].copy()
         if not (pt > 0).all():
             pt = (at @ wf) / np.maximum(rhs, 1e-300) / np.maximum(at.sum(axis=1), 1.0)
-        for _ in range(200):
+        for _ in range(500):
             q = at.T @ pt
             xf = wf / q
             res = at @ xf - rhs
             if np.abs(res).max() <= 1e-15 * max(1.0, float(np.abs(rhs).max())):
                 break
             jac = -(at * (wf / q**2)) @ at.T
-            step = np.linalg.lstsq(jac, -res, rcond=None)[0]
+            # symmetric diagonal scaling: prices span many decades when capacities and weights do, and an
+            # unscaled least-squares solve truncates the small directions (the step then never converges)
+            d = 1.0 / np.sqrt(np.maximum(-np.diag(jac), 1e-300))
+            step = d * np.linalg.lstsq(jac * d[:, None] * d[None, :], -res * d, rcond=None)[0]
             # damp so that every q stays positive
             alpha = 1.0
             while (at.T @ (pt + alpha * step) <= 0).any():
@@ -352,8 +398,15 @@ def problem_from_json(obj: Any, where: str = "problem") -> Problem:
     caps: dict[str, float] = {}
     for name, c in links.items():
         if isinstance(c, bool) or not isinstance(c, int | float):
-            raise UserError(f"{where}: links.{name}: capacity must be a number of bit/s, got {c!r}")
-        caps[str(name)] = float(c)
+            raise UserError(
+                f"{where}: links.{_short(name)}: capacity must be a number of bit/s, got {_short(c)}"
+            )
+        caps[str(name)] = _finite(c, f"{where}: links.{_short(name)}: capacity")
+    if len(links) * len(flows) > MAX_OPTIMUM_CELLS:
+        raise UserError(
+            f"{where}: {len(links)} links x {len(flows)} flows; "
+            f"at most {MAX_OPTIMUM_CELLS:,} (dense matrices)"
+        )
     out: list[Flow] = []
     for k, f in enumerate(flows):
         if not isinstance(f, dict):
@@ -362,6 +415,8 @@ def problem_from_json(obj: Any, where: str = "problem") -> Problem:
         if bad:
             raise UserError(f"{where}: flows[{k}]: unknown key {sorted(bad)[0]!r}")
         fid = f.get("id", str(k))
+        if not isinstance(fid, str | int) or isinstance(fid, bool):
+            raise UserError(f"{where}: flows[{k}].id must be a string, got {_short(fid)}")
         route = f.get("route")
         if not isinstance(route, list) or not all(isinstance(r, str) for r in route):
             raise UserError(f"{where}: flows[{k}].route must be a list of link names")
@@ -369,20 +424,56 @@ def problem_from_json(obj: Any, where: str = "problem") -> Problem:
         omega = f.get("omega", 1.0)
         for key, val in (("theta_bps", theta), ("omega", omega)):
             if isinstance(val, bool) or not isinstance(val, int | float):
-                raise UserError(f"{where}: flows[{k}].{key} must be a number, got {val!r}")
-        out.append(Flow(id=str(fid), route=tuple(route), theta_bps=float(theta), omega=float(omega)))
+                raise UserError(f"{where}: flows[{k}].{key} must be a number, got {_short(val)}")
+        out.append(
+            Flow(
+                id=str(fid),
+                route=tuple(route),
+                theta_bps=_finite(theta, f"{where}: flows[{k}].theta_bps"),
+                omega=_finite(omega, f"{where}: flows[{k}].omega"),
+            )
+        )
     return Problem(links=caps, flows=tuple(out))
 
 
-def load_problem(path: str | Path) -> Problem:
-    """Read a problem JSON file (UserError for a missing or malformed file)."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{p}: no such file")
+def _short(v: Any) -> str:
+    text = (
+        repr(v) if not isinstance(v, int) or abs(v) < 10**30 else f"an integer of {len(str(abs(v)))} digits"
+    )
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def _finite(v: float | int, what: str) -> float:
+    """A JSON number as a finite float (NaN, Infinity and integers beyond float range are errors)."""
     try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        x = float(v)
+    except OverflowError:
+        raise UserError(f"{what}: {_short(v)} is too large") from None
+    if not math.isfinite(x):
+        raise UserError(f"{what}: must be a finite number, got {_short(v)}")
+    return x
+
+
+def load_problem(path: str | Path) -> Problem:
+    """Read a problem JSON file (UserError for a missing, unreadable or malformed file)."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            raise UserError(f"{p}: no such file")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read it ({exc.strerror or type(exc).__name__})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(f"{p} line {line}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise UserError(f"{p}: not valid JSON ({exc})") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep; an integer of more than 4300 digits
+        raise UserError(f"{p}: not valid JSON ({str(exc)[:100]})") from None
     return problem_from_json(obj, where=str(p))
 
 

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from paccp.scenario import Scenario, cos_of, epoch_ns, to_engine
+from paccp.cos import classify, flow_cos
+from paccp.guarantees import warnings_for
+from paccp.scenario import Scenario, epoch_ns, to_engine
 from paccp.usage import UsageRecord, write_usage
 
 if TYPE_CHECKING:
@@ -95,7 +97,9 @@ def engine_progress(description: str, enabled: bool = True) -> Iterator[Callable
         TimeElapsedColumn(),
         transient=True,
     ) as bar:
-        task = bar.add_task(description, total=1.0)
+        from rich.markup import escape
+
+        task = bar.add_task(escape(description), total=1.0)
 
         def cb(done: int, total: int) -> None:
             bar.update(task, completed=done / total if total else 1.0)
@@ -155,7 +159,7 @@ def flow_table(sc: Scenario, result: EngineResult) -> list[dict[str, Any]]:
         fid = r["id"]
         fc = flows_cfg.get(fid)
         vm = vms_cfg.get(r["vm"]) if r["vm"] is not None else None
-        cos = (fc.cos if fc else None) or (vm.cos if vm else None) or cos_of(r["theta_bps"], r["omega"])
+        cos = flow_cos(fc.cos if fc else None, vm.cos if vm else None, r["theta_bps"], r["omega"])
         tenant = (fc.tenant if fc else None) or (vm.tenant if vm else None) or sc.billing.tenant
         start, finish = r["start_ns"], r["finish_ns"]
         fct = finish - start if finish is not None else None
@@ -231,7 +235,7 @@ def usage_records(
                 pairs.append((c.at, c.theta, c.omega, int(b)))
         for k, (t0, theta, omega, b0) in enumerate(pairs):
             t1, b1 = (pairs[k + 1][0], pairs[k + 1][3]) if k + 1 < len(pairs) else (end, row["bytes_acked"])
-            cos = row["cos"] if k == 0 else cos_of(theta, omega)
+            cos = row["cos"] if k == 0 else classify(theta, omega)
             out.append(
                 UsageRecord(
                     record_id=f"sim:{rid}:{row['id']}:{k}",
@@ -350,12 +354,18 @@ def write_run_dir(
     scenario_text: str | None = None,
     extra: dict[str, Any] | None = None,
     plots: bool = True,
+    engine_json: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write every file of a run directory; return the summary (also written as summary.json)."""
+    """Write every file of a run directory; return the summary (also written as summary.json).
+
+    ``engine_json`` is the resolved engine input the run was made from (:func:`paccp.scenario.to_engine`
+    of ``sc``; computed here when not given).
+    """
     from paccp.report.plots import plot_class_rates
 
     out.mkdir(parents=True, exist_ok=True)
-    engine_json = to_engine(sc)
+    if engine_json is None:
+        engine_json = to_engine(sc)
     rows = flow_table(sc, result)
     write_flows(rows, out)
     write_channels(result, out)
@@ -368,6 +378,9 @@ def write_run_dir(
         plot_class_rates(times, series, out)
     summary = summarize(sc, result, rows)
     summary["run_id"] = run_id(engine_json)
+    warnings = warnings_for(result, sc.run.duration)
+    if warnings:  # only when there is something to say (run directories stay byte-identical otherwise)
+        summary["warnings"] = warnings
     if extra:
         summary.update(extra)
     summary["wall_s"] = round(wall_s, 3)
@@ -376,6 +389,16 @@ def write_run_dir(
 
 
 def run_scenario(sc: Scenario, out: Path, *, scenario_text: str | None = None) -> dict[str, Any]:
-    """Run a validated scenario and write its run directory."""
-    result, wall = run_engine(to_engine(sc), description=f"run {out.name}")
-    return write_run_dir(out, sc, result, wall_s=wall, scenario_text=scenario_text)
+    """Run a validated scenario and write its run directory.
+
+    The directory is written beside ``out`` and moved into place at the end (:mod:`paccp.outdir`): it
+    appears complete or not at all, and replaces a previous run's directory with everything in it.
+    """
+    from paccp.outdir import staged_dir
+
+    engine_json = to_engine(sc)
+    with staged_dir(out) as tmp:
+        result, wall = run_engine(engine_json, description=f"run {out.name}")
+        return write_run_dir(
+            tmp, sc, result, wall_s=wall, scenario_text=scenario_text, engine_json=engine_json
+        )

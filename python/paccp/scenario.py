@@ -29,7 +29,10 @@ racks); for a dumbbell the bottleneck rate; for an explicit topology ``reference
 
 Class of service of a flow (``cos`` column of run outputs): the ``cos`` field of the flow, else of its
 VM; otherwise derived from the flow's (or its VM's) initial pair: theta > 0 -> ``mrg``, else omega > 1
--> ``ds``, else ``be``.
+-> ``ds``, else ``be``. These rules live in :mod:`paccp.cos`.
+
+Limits of every quantity (rates, times, sizes, names, flows per run, sampled values) live in
+:mod:`paccp.limits`; a value beyond them is a one-line error naming the field, before any work.
 """
 
 from __future__ import annotations
@@ -39,9 +42,31 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import tomllib
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
+from paccp.cos import Cos, classify, pair_error
 from paccp.errors import UserError
+from paccp.limits import (
+    INT64_MAX,
+    MAX_BUFFER_PACKETS,
+    MAX_COUNT,
+    MAX_FLOWS_PER_RUN,
+    MAX_LINKS,
+    MAX_NAME,
+    MAX_OMEGA,
+    MAX_RATE_BPS,
+    MAX_SAMPLE_CELLS,
+    MAX_SIZE_BYTES,
+    MAX_TIME_NS,
+)
 from paccp.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
 
 
@@ -57,48 +82,65 @@ def _wrap(fn: Any) -> Any:
     return conv
 
 
-Rate = Annotated[int, BeforeValidator(_wrap(parse_rate_bps))]
-Duration = Annotated[int, BeforeValidator(_wrap(parse_duration_ns))]
-Size = Annotated[int, BeforeValidator(_wrap(parse_size_bytes))]
+# --------------------------------------------------------------------------------------------------
+# Limits live in paccp.limits (one place); the types below apply them.
+
+
+def _check_name(v: str) -> str:
+    if any(ord(c) < 32 or ord(c) == 127 for c in v):
+        raise ValueError(f"{v[:MAX_NAME]!r}: control characters are not allowed in names")
+    return v
+
+
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME), AfterValidator(_check_name)]
+Rate = Annotated[int, BeforeValidator(_wrap(parse_rate_bps)), Field(le=MAX_RATE_BPS)]
+Duration = Annotated[int, BeforeValidator(_wrap(parse_duration_ns)), Field(le=MAX_TIME_NS)]
+Size = Annotated[int, BeforeValidator(_wrap(parse_size_bytes)), Field(le=MAX_SIZE_BYTES)]
+Omega = Annotated[float, Field(gt=0, le=MAX_OMEGA)]
 
 
 def _parse_buffer(v: Any) -> dict[str, int]:
     if isinstance(v, dict):
-        return v
+        if set(v) not in ({"packets"}, {"bytes"}):
+            raise ValueError("a buffer table needs exactly one key: packets or bytes")
+        (key, n), limit = next(iter(v.items())), MAX_BUFFER_PACKETS if "packets" in v else MAX_SIZE_BYTES
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 < n <= limit:
+            raise ValueError(f"buffer {key} must be an integer 1..{limit}, got {str(n)[:40]!r}")
+        return {key: n}
     if isinstance(v, bool):
         raise ValueError(f"cannot parse buffer {v!r}")
     if isinstance(v, int):
-        if v <= 0:
-            raise ValueError(f"buffer must be > 0 packets, got {v}")
+        if not 0 < v <= MAX_BUFFER_PACKETS:
+            raise ValueError(f"buffer must be 1..{MAX_BUFFER_PACKETS} packets, got {v}")
         return {"packets": v}
     text = str(v).strip()
     for suffix in ("pkts", "pkt"):
         if text.endswith(suffix):
             num = text[: -len(suffix)].strip()
-            if not num.isdigit() or int(num) <= 0:
-                raise ValueError(f"buffer {text!r}: packets must be a positive integer")
+            if not num.isdigit() or not 0 < int(num) <= MAX_BUFFER_PACKETS:
+                raise ValueError(f"buffer {text[:40]!r}: packets must be an integer 1..{MAX_BUFFER_PACKETS}")
             return {"packets": int(num)}
     try:
         b = parse_size_bytes(text)
     except UserError as exc:
         raise ValueError(exc.message) from None
-    if b <= 0:
-        raise ValueError(f"buffer must be > 0 bytes, got {text!r}")
+    if not 0 < b <= MAX_SIZE_BYTES:
+        raise ValueError(f"buffer must be 1 byte .. 1 PB, got {text[:40]!r}")
     return {"bytes": b}
 
 
 Buffer = Annotated[dict[str, int], BeforeValidator(_parse_buffer)]
-CosName = Literal["be", "ds", "mrg"]
+CosName = Cos
 
 
 class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RunCfg(_M):
     """``[run]``: seed, lengths, sampling."""
 
-    seed: int = Field(default=1, ge=0)
+    seed: int = Field(default=1, ge=0, le=INT64_MAX)
     duration: Duration = Field(default=parse_duration_ns("200ms"), gt=0)
     warmup: Duration = Field(default=parse_duration_ns("50ms"), ge=0, description="excluded from mean rates")
     sample_interval: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
@@ -118,13 +160,13 @@ class TransportCfg(_M):
     mtu: Size = Field(default=1500, gt=100)
     header: Size = Field(default=40, ge=0)
     ack: Size = Field(default=40, gt=0)
-    init_cwnd: float = Field(default=10.0, gt=0)
+    init_cwnd: float = Field(default=10.0, gt=0, le=1e6)
     min_rto: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
     initial_rto: Duration = Field(default=parse_duration_ns("3ms"), gt=0)
     max_rto: Duration = Field(default=parse_duration_ns("1s"), gt=0)
     delayed_ack: bool = False
     delayed_ack_timeout: Duration = Field(default=parse_duration_ns("40us"), gt=0)
-    dupack_threshold: int = Field(default=3, ge=1)
+    dupack_threshold: int = Field(default=3, ge=1, le=2**31 - 1)
     # Linux-like defaults: SACK recovery (RFC 2018/6675) and a sender that waits for room in its own NIC
     # queue (as TCP small queues do) instead of dropping there. ``sack = false`` gives NewReno recovery,
     # ``host_backpressure = false`` a dropping NIC queue (see docs/engine-contract.md and the README).
@@ -132,7 +174,7 @@ class TransportCfg(_M):
     host_backpressure: bool = True
     # Host fair queuing: at most this many packets of one flow in its host's NIC queue (0 = off: the NIC
     # is one FIFO for all of the host's flows). Needs host_backpressure.
-    host_fq: int = Field(default=0, ge=0)
+    host_fq: int = Field(default=0, ge=0, le=2**31 - 1)
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:
@@ -149,17 +191,17 @@ class CcCfg(_M):
     """``[cc]``: the congestion control (PACCP with rcos, or plain Reno)."""
 
     kind: Literal["paccp", "reno"] = "paccp"
-    rcos: float = Field(default=3.0, gt=1.0)
-    min_cwnd: float = Field(default=1.0, ge=1.0, description="window floor in segments")
+    rcos: float = Field(default=3.0, gt=1.0, le=1e3)
+    min_cwnd: float = Field(default=1.0, ge=1.0, le=1e6, description="window floor in segments")
 
 
 class LeafSpine(_M):
     """A leaf-spine fabric (the paper's: 6 x 5, 40 hosts per leaf)."""
 
     kind: Literal["leaf_spine"]
-    leaves: int = Field(default=6, ge=2)
-    spines: int = Field(default=5, ge=1)
-    hosts_per_leaf: int = Field(default=40, ge=1)
+    leaves: int = Field(default=6, ge=2, le=MAX_COUNT)
+    spines: int = Field(default=5, ge=1, le=MAX_COUNT)
+    hosts_per_leaf: int = Field(default=40, ge=1, le=MAX_COUNT)
     host_rate: Rate = Field(default=parse_rate_bps("10Gbit"), gt=0)
     host_delay: Duration = Field(default=parse_duration_ns("10us"), ge=0)
     host_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
@@ -173,8 +215,8 @@ class Dumbbell(_M):
     """Hosts l0.. and r0.. joined by routers ``left`` and ``right`` over one bottleneck link."""
 
     kind: Literal["dumbbell"]
-    left_hosts: int = Field(ge=1)
-    right_hosts: int = Field(ge=1)
+    left_hosts: int = Field(ge=1, le=MAX_COUNT)
+    right_hosts: int = Field(ge=1, le=MAX_COUNT)
     access_rate: Rate = Field(default=parse_rate_bps("10Gbit"), gt=0)
     access_delay: Duration = Field(default=parse_duration_ns("10us"), ge=0)
     access_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
@@ -187,7 +229,7 @@ class Dumbbell(_M):
 class Node(_M):
     """A node of an explicit topology."""
 
-    name: str = Field(min_length=1)
+    name: Name
     kind: Literal["host", "switch"]
 
 
@@ -205,8 +247,8 @@ class Explicit(_M):
     """Any graph of hosts and switches."""
 
     kind: Literal["explicit"]
-    nodes: list[Node] = Field(min_length=2)
-    links: list[Link] = Field(min_length=1)
+    nodes: list[Node] = Field(min_length=2, max_length=MAX_COUNT)
+    links: list[Link] = Field(min_length=1, max_length=MAX_LINKS)
     nic_buffer: Buffer = Field(default_factory=lambda: {"packets": 100})
 
     @model_validator(mode="after")
@@ -234,21 +276,30 @@ class RoutingCfg(_M):
 
 def epoch_ns(text: str) -> int:
     """Parse an ISO-8601 UTC instant into ns since the Unix epoch (ValueError if malformed)."""
+    shown = repr(text[:40]) + ("..." if len(text) > 40 else "")
     try:
         t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ValueError(f"epoch {text!r} is not an ISO-8601 time such as 2026-11-01T00:00:00Z") from None
+        raise ValueError(f"epoch {shown} is not an ISO-8601 time such as 2026-11-01T00:00:00Z") from None
     if t.tzinfo is None:
-        raise ValueError(f"epoch {text!r} needs a time zone (e.g. a trailing Z)")
-    delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-    return (delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+        raise ValueError(f"epoch {shown} needs a time zone (e.g. a trailing Z)")
+    try:
+        delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+    except OverflowError:
+        raise ValueError(f"epoch {shown} is out of range") from None
+    ns = (delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000
+    if ns < 0:
+        raise ValueError(f"epoch {shown} is before 1970-01-01 (usage times are ns since the Unix epoch)")
+    if ns > INT64_MAX - MAX_TIME_NS:
+        raise ValueError(f"epoch {shown} is too far ahead: times in ns since 1970 must fit in 64 bits")
+    return ns
 
 
 class BillingCfg(_M):
     """``[billing]``: how simulated time maps to wall-clock time in usage records."""
 
     epoch: str = "2026-11-01T00:00:00Z"
-    tenant: str = Field(default="default", min_length=1)
+    tenant: Name = "default"
 
     @model_validator(mode="after")
     def _check(self) -> BillingCfg:
@@ -259,13 +310,13 @@ class BillingCfg(_M):
 class Vm(_M):
     """A VM (VBP): its flows share its pair equally."""
 
-    id: str = Field(min_length=1)
+    id: Name
     host: str
     theta: Rate = 0
-    omega: float = Field(default=1.0, gt=0)
+    omega: Omega = 1.0
     cos: CosName | None = None
-    label: str | None = None
-    tenant: str | None = None
+    label: Name | None = None
+    tenant: Name | None = None
 
 
 class Change(_M):
@@ -273,23 +324,23 @@ class Change(_M):
 
     at: Duration
     theta: Rate = 0
-    omega: float = Field(default=1.0, gt=0)
+    omega: Omega = 1.0
 
 
 class FlowCfg(_M):
     """One flow (long-lived when ``size`` is absent)."""
 
-    id: str = Field(min_length=1)
+    id: Name
     src: str
     dst: str
     size: Size | None = None
     start: Duration = 0
     theta: Rate = 0
-    omega: float = Field(default=1.0, gt=0)
+    omega: Omega = 1.0
     vm: str | None = None
     cos: CosName | None = None
-    label: str | None = None
-    tenant: str | None = None
+    label: Name | None = None
+    tenant: Name | None = None
     deadline: Duration | None = Field(default=None, description="relative to start")
     changes: list[Change] = Field(default_factory=list)
 
@@ -312,10 +363,10 @@ class FlowCfg(_M):
 class CosClass(_M):
     """One class of an arrival ``mix``."""
 
-    label: str
+    label: Name
     prob: float = Field(gt=0, le=1)
     theta: Rate = 0
-    omega: float = Field(default=1.0, gt=0)
+    omega: Omega = 1.0
 
 
 class CosByVm(_M):
@@ -328,7 +379,7 @@ class CosMix(_M):
     """Arrival flows draw their class from a mix."""
 
     kind: Literal["mix"]
-    classes: list[CosClass] = Field(min_length=1)
+    classes: list[CosClass] = Field(min_length=1, max_length=1000)
 
     @model_validator(mode="after")
     def _check(self) -> CosMix:
@@ -341,14 +392,14 @@ class CosMix(_M):
 class ArrivalsCfg(_M):
     """A Poisson generator of finite flows."""
 
-    id_prefix: str | None = None
-    workload: str
+    id_prefix: Annotated[str, Field(max_length=MAX_NAME // 2), AfterValidator(_check_name)] | None = None
+    workload: str = Field(min_length=1, max_length=4096)
     load: float | None = Field(default=None, gt=0)
     rate_per_s: float | None = Field(default=None, gt=0)
     reference_capacity: Rate | None = Field(default=None, gt=0)
     start: Duration = 0
     stop: Duration | None = None
-    max_flows: int | None = Field(default=None, ge=1)
+    max_flows: int | None = Field(default=None, ge=1, le=MAX_FLOWS_PER_RUN)
     sources: list[str] | None = None
     destination: Literal["other_leaf", "any_other_host"] | None = None
     cos: Annotated[CosByVm | CosMix, Field(discriminator="kind")] = CosByVm(kind="by_vm")
@@ -417,10 +468,9 @@ def _reachable(topo: Explicit, src: str) -> set[str]:
 
 
 def _check_cos(where: str, cos: str | None, theta: int) -> None:
-    if cos == "mrg" and theta == 0:
-        raise UserError(f"{where}.cos: 'mrg' needs theta > 0")
-    if cos in ("be", "ds") and theta > 0:
-        raise UserError(f"{where}.cos: {cos!r} needs theta = 0 (theta > 0 is 'mrg')")
+    bad = pair_error(cos, theta) if cos is not None else None
+    if bad is not None:
+        raise UserError(f"{where}.cos: {bad}")
 
 
 def _semantic_checks(sc: Scenario) -> None:
@@ -503,16 +553,71 @@ def _semantic_checks(sc: Scenario) -> None:
             for j, c in enumerate(a.cos.classes):
                 if c.theta > min(access_rate_bps(topo, h) for h in (a.sources or host_list)):
                     raise UserError(f"{where}.cos.classes[{j}].theta: above the hosts' access link")
-        from paccp.workload import load_cdf
-
-        try:
-            load_cdf(a.workload)
-        except UserError as exc:
-            raise UserError(f"{where}.workload: {exc.message}") from None
     if not sc.flows and not sc.arrivals:
         raise UserError("scenario: no [[flows]] and no [[arrivals]]: nothing to simulate")
+    _check_size(sc)
     if sc.scheme is not None:
         sc.scheme.check(sc)
+
+
+def _check_size(sc: Scenario) -> None:
+    """Bound the work before the engine allocates: hosts, links, flows, sampled series, usage times."""
+    from paccp.workload import load_cdf
+
+    topo = sc.topology
+    if isinstance(topo, LeafSpine):
+        n_hosts, n_links = (
+            topo.leaves * topo.hosts_per_leaf,
+            topo.leaves * (topo.spines + topo.hosts_per_leaf),
+        )
+    elif isinstance(topo, Dumbbell):
+        n_hosts, n_links = topo.left_hosts + topo.right_hosts, topo.left_hosts + topo.right_hosts + 1
+    else:
+        n_hosts, n_links = len(topo.nodes), len(topo.links)
+    if n_hosts > MAX_COUNT or n_links > MAX_LINKS:
+        raise UserError(
+            f"topology: {n_hosts} hosts and {n_links} links; at most {MAX_COUNT} hosts and {MAX_LINKS} links"
+        )
+    expected = float(len(sc.flows))
+    for k, a in enumerate(sc.arrivals):
+        where = f"arrivals[{k}]"
+        try:
+            cdf = load_cdf(a.workload)
+        except UserError as exc:
+            raise UserError(f"{where}.workload: {exc.message}") from None
+        rate = arrival_rate_per_s(sc, a, cdf.mean_bytes)
+        stop = a.stop if a.stop is not None else sc.run.duration
+        n = rate * max(0, min(stop, sc.run.duration) - a.start) / 1e9
+        if a.max_flows is not None:
+            n = min(n, a.max_flows)
+        if n > MAX_FLOWS_PER_RUN:
+            given = f"load {a.load:g}" if a.load is not None else f"rate_per_s {a.rate_per_s:g}"
+            raise UserError(
+                f"{where}: {given} would start about {n:.3g} flows ({rate:.3g} per s for "
+                f"{max(0, stop - a.start) / 1e9:g} s, mean size {cdf.mean_bytes:.3g} bytes); at most "
+                f"{MAX_FLOWS_PER_RUN:,} flows per run (each takes about 1-2 KB of memory): lower the load, "
+                "set an earlier stop or set max_flows"
+            )
+        expected += n
+    if expected > MAX_FLOWS_PER_RUN:
+        raise UserError(f"scenario: about {expected:.3g} flows in all; at most {MAX_FLOWS_PER_RUN:,} per run")
+    intervals = -(-sc.run.duration // sc.run.sample_interval)
+    if intervals > 100_000_000:
+        raise UserError(
+            f"run.sample_interval: {intervals:,} sample intervals in the run; at most 100,000,000 "
+            "(use a longer sample_interval)"
+        )
+    sampled = {"none": 0.0, "long_lived": float(sum(1 for f in sc.flows if f.size is None)), "all": expected}
+    cells = sampled[sc.run.sample_flows] * intervals * (3 if sc.run.sample_cwnd else 1)
+    if cells > MAX_SAMPLE_CELLS:
+        raise UserError(
+            f"run.sample_flows: sampling {sampled[sc.run.sample_flows]:.3g} flows "
+            f"over {intervals:,} intervals "
+            f"makes about {cells:.3g} values; at most {MAX_SAMPLE_CELLS:,} (sample fewer flows, use a longer "
+            "sample_interval or a shorter duration)"
+        )
+    if epoch_ns(sc.billing.epoch) + sc.run.duration > INT64_MAX:
+        raise UserError("billing.epoch: epoch + duration does not fit in 64-bit ns since 1970")
 
 
 def _fmt_validation(exc: ValidationError) -> str:
@@ -552,16 +657,37 @@ def parse_scenario(obj: dict[str, Any], where: str = "scenario") -> Scenario:
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a TOML scenario file."""
+    return parse_scenario(read_toml_file(path, "scenario file"), where=str(path))
+
+
+def read_toml_file(path: str | Path, what: str = "file") -> dict[str, Any]:
+    """Read a TOML file; one-line UserError naming the file (and line) when it is missing, unreadable,
+    not UTF-8 or malformed."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{p}: no such scenario file")
     try:
-        obj = tomllib.loads(p.read_text(encoding="utf-8"))
+        if not p.is_file():
+            raise UserError(f"{p}: no such {what}")
+        data = p.read_bytes()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise UserError(
+            f"{str(p)[:200]!r}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(f"{p} line {line}: not UTF-8 text (byte {exc.start})") from None
+    return parse_toml(text, str(p))
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """TOML text to a dict; one-line UserError for malformed TOML (and numbers Python cannot hold)."""
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{p}: malformed TOML ({exc})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{p}: not UTF-8 text") from None
-    return parse_scenario(obj, where=str(p))
+        raise UserError(f"{where}: malformed TOML ({exc})") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise UserError(f"{where}: malformed TOML ({str(exc)[:120]})") from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -581,6 +707,14 @@ def reference_capacity_bps(sc: Scenario, arrivals: ArrivalsCfg) -> int:
         return topo.bottleneck_rate
     assert arrivals.reference_capacity is not None  # checked in _semantic_checks
     return arrivals.reference_capacity
+
+
+def arrival_rate_per_s(sc: Scenario, arrivals: ArrivalsCfg, mean_bytes: float) -> float:
+    """Flows per second of an arrival generator: ``rate_per_s``, or load * C_ref / (8 * mean size)."""
+    if arrivals.rate_per_s is not None:
+        return float(arrivals.rate_per_s)
+    assert arrivals.load is not None  # exactly one of them (ArrivalsCfg._check)
+    return arrivals.load * reference_capacity_bps(sc, arrivals) / (8.0 * mean_bytes)
 
 
 def to_engine(sc: Scenario) -> dict[str, Any]:
@@ -619,7 +753,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
         {
             "id": vm.id,
             "host": vm.host,
-            "label": vm.label if vm.label is not None else (vm.cos or cos_of(vm.theta, vm.omega)).upper(),
+            "label": vm.label if vm.label is not None else (vm.cos or classify(vm.theta, vm.omega)).upper(),
             "theta_bps": vm.theta,
             "omega": float(vm.omega),
         }
@@ -634,7 +768,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             default_label = vm_label[vm.id]
         else:
             theta, omega = f.theta, f.omega
-            default_label = (f.cos or cos_of(theta, omega)).upper()
+            default_label = (f.cos or classify(theta, omega)).upper()
         flows.append(
             {
                 "id": f.id,
@@ -654,11 +788,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
     arrivals = []
     for k, a in enumerate(sc.arrivals):
         cdf = load_cdf(a.workload)
-        if a.rate_per_s is not None:
-            rate = float(a.rate_per_s)
-        else:
-            assert a.load is not None
-            rate = a.load * reference_capacity_bps(sc, a) / (8.0 * cdf.mean_bytes)
+        rate = arrival_rate_per_s(sc, a, cdf.mean_bytes)
         cos: dict[str, Any]
         if isinstance(a.cos, CosMix):
             cos = {
@@ -720,15 +850,6 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
         },
     }
     return sc.scheme.to_engine(sc, out) if sc.scheme is not None else out
-
-
-def cos_of(theta_bps: float, omega: float) -> CosName:
-    """The pair rule: theta > 0 -> mrg, else omega > 1 -> ds, else be."""
-    if theta_bps > 0:
-        return "mrg"
-    if omega > 1:
-        return "ds"
-    return "be"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import tomllib
 import typer
 
 from paccp.errors import UserError
+from paccp.limits import INT64_MAX
 
 
 def optimum(
@@ -29,14 +30,18 @@ def run(
 ) -> None:
     """Run one scenario and write a run directory (summary.json, flows.parquet/csv, usage.jsonl, plots)."""
     import paccp.rundir as rundir
+    from paccp.outdir import check_out_dir
     from paccp.scenario import load_scenario
 
+    check_out_dir(out, replace=True)
     sc = load_scenario(scenario)
     if seed is not None:
-        if seed < 0:
-            raise UserError(f"--seed must be >= 0, got {seed}")
+        if not 0 <= seed <= INT64_MAX:
+            raise UserError(f"--seed must be 0..{INT64_MAX}, got {seed}")
         sc = sc.model_copy(update={"run": sc.run.model_copy(update={"seed": seed})})
-    summary = rundir.run_scenario(sc, out, scenario_text=scenario.read_text(encoding="utf-8"))
+    summary = rundir.run_scenario(sc, out, scenario_text=scenario.read_bytes().decode("utf-8"))
+    for line in summary.get("warnings", []):
+        typer.echo(f"paccp: warning: {line}", err=True)
     typer.echo(f"wrote {out} ({summary['n_flows']} flows, {summary['n_finished']} finished)")
 
 
@@ -54,14 +59,16 @@ def reproduce(
 ) -> None:
     """Reproduce paper experiments and compare with the paper's numbers and the optimum."""
     from paccp.experiments import ExperimentOptions, load_all
+    from paccp.outdir import check_out_dir
     from paccp.units import parse_duration_ns
 
     registry = load_all()
     unknown = [e for e in experiments if e not in registry]
     if unknown:
         raise UserError(f"unknown experiment {unknown[0]!r} (known: {', '.join(sorted(registry))})")
-    if seed < 0:
-        raise UserError(f"--seed must be >= 0, got {seed}")
+    if not 0 <= seed <= INT64_MAX:
+        raise UserError(f"--seed must be 0..{INT64_MAX}, got {seed}")
+    check_out_dir(out)
     dur = parse_duration_ns(duration) if duration is not None else None
     if dur is not None and dur < 10_000_000:
         raise UserError(

@@ -31,21 +31,31 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tomllib
-
+from paccp.cos import from_label
 from paccp.errors import UserError
-from paccp.metrics import fct_norm_to_be, flow_stats, meet_rates, with_deadlines
+from paccp.limits import INT64_MAX, MAX_RATE_BPS
+from paccp.metrics import fct_norm_to_be, flow_stats, headline, meet_rates, with_deadlines
 from paccp.units import parse_rate_bps
 from paccp.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
 
-COS_LABELS = ("be", "ds", "mrg")
+if TYPE_CHECKING:
+    from paccp.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A point's validated scenario and its fully resolved engine input, computed once (:func:`resolve`)."""
+
+    scenario: Scenario
+    engine: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,17 @@ class Point:
     params: dict[str, Any] = field(default_factory=dict)
     deadline: dict[str, Any] | None = None
     flows_dir: str | None = None  # when set, flows.parquet (with deadlines) is written there
+    resolved: Resolved | None = field(default=None, compare=False, repr=False)
+
+
+def resolve(point: Point, where: str = "sweep point") -> Point:
+    """The point with its scenario validated and its engine input resolved (once; kept on the point)."""
+    if point.resolved is not None:
+        return point
+    from paccp.scenario import parse_scenario, to_engine
+
+    sc = parse_scenario(copy.deepcopy(point.scenario), where=where)
+    return replace(point, resolved=Resolved(sc, to_engine(sc)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -71,26 +92,58 @@ def deadline_rule(spec: Mapping[str, Any] | None) -> DeadlineRule | None:
     """
     if spec is None:
         return None
+    if not isinstance(spec, Mapping):
+        raise UserError(f"deadline: expected a table, got {type(spec).__name__}")
     kind = spec.get("kind")
+    # only the keys given are passed: the defaults live once, in the rule classes (paccp.workload)
+    known = {
+        "size_class": {"kind", "small_ms", "medium_ms", "big_rate"},
+        "active_share": {"kind", "rate", "floor_ms", "split", "link"},
+    }
+    if kind not in known:
+        raise UserError(f"deadline: kind must be 'size_class' or 'active_share', got {str(kind)[:40]!r}")
+    unknown = set(spec) - known[kind]
+    if unknown:
+        raise UserError(f"deadline: unknown key {sorted(map(str, unknown))[0]!r} for kind {kind!r}")
+    args: dict[str, Any] = {}
     try:
-        if kind == "size_class":
-            return SizeClassDeadline(
-                small_ns=int(float(spec.get("small_ms", 0.7)) * 1e6),
-                medium_ns=int(float(spec.get("medium_ms", 2.0)) * 1e6),
-                big_rate_bps=float(parse_rate_bps(spec.get("big_rate", "3Gbit"))),
-            )
-        if kind == "active_share":
-            if "rate" not in spec:
-                raise UserError("deadline: active_share needs 'rate'")
-            return ActiveShareDeadline(
-                rate_bps=float(parse_rate_bps(spec["rate"])),
-                floor_ns=int(float(spec.get("floor_ms", 1.0)) * 1e6),
-                split=bool(spec.get("split", True)),
-                link_bps=float(parse_rate_bps(spec.get("link", "10Gbit"))),
-            )
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"deadline: {exc}") from None
-    raise UserError(f"deadline: kind must be 'size_class' or 'active_share', got {kind!r}")
+        for key, name, conv in (
+            ("small_ms", "small_ns", _ms_to_ns),
+            ("medium_ms", "medium_ns", _ms_to_ns),
+            ("floor_ms", "floor_ns", _ms_to_ns),
+            ("big_rate", "big_rate_bps", _rate),
+            ("rate", "rate_bps", _rate),
+            ("link", "link_bps", _rate),
+        ):
+            if key in spec:
+                args[name] = conv(spec[key])
+        if "split" in spec:
+            if not isinstance(spec["split"], bool):
+                raise ValueError(f"split must be true or false, got {spec['split']!r}")
+            args["split"] = spec["split"]
+    except UserError as exc:
+        raise UserError(f"deadline: {exc.message}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise UserError(f"deadline: {str(exc)[:120]}") from None
+    if kind == "size_class":
+        return SizeClassDeadline(**args)
+    if "rate_bps" not in args:
+        raise UserError("deadline: active_share needs 'rate'")
+    return ActiveShareDeadline(**args)
+
+
+def _ms_to_ns(v: Any) -> int:
+    ms = float(v)
+    if isinstance(v, bool) or not (math.isfinite(ms) and 0 < ms <= 1e9):
+        raise ValueError(f"a time in ms must be a positive finite number, got {str(v)[:40]!r}")
+    return int(ms * 1e6)
+
+
+def _rate(v: Any) -> float:
+    bps = float(parse_rate_bps(v))
+    if not 0 < bps <= MAX_RATE_BPS:
+        raise ValueError(f"a rate must be above 0 and at most {MAX_RATE_BPS} bit/s, got {str(v)[:40]!r}")
+    return bps
 
 
 # --------------------------------------------------------------------------------------------------
@@ -98,10 +151,10 @@ def deadline_rule(spec: Mapping[str, Any] | None) -> DeadlineRule | None:
 
 
 def engine_input(point: Point) -> dict[str, Any]:
-    """The resolved engine JSON of a point (validates the scenario)."""
-    from paccp.scenario import parse_scenario, to_engine
-
-    return to_engine(parse_scenario(copy.deepcopy(point.scenario), where="sweep point"))
+    """The resolved engine JSON of a point (validates the scenario when not yet resolved)."""
+    resolved = resolve(point).resolved
+    assert resolved is not None
+    return resolved.engine
 
 
 def point_key(point: Point) -> str:
@@ -126,17 +179,18 @@ def evaluate(point: Point) -> dict[str, Any]:
 
     from paccp import engine
     from paccp.rundir import flow_table, write_flows
-    from paccp.scenario import parse_scenario, to_engine
 
-    sc = parse_scenario(copy.deepcopy(point.scenario), where="sweep point")
+    resolved = resolve(point).resolved
+    assert resolved is not None
+    sc = resolved.scenario
     t0 = time.perf_counter()
-    result = engine.run(to_engine(sc))
+    result = engine.run(resolved.engine)
     wall = time.perf_counter() - t0
     rows = flow_table(sc, result)
     for r in rows:  # the class of a workload flow is its label when that is BE/DS/MRG (see README)
-        lab = str(r["label"]).lower()
-        if lab in COS_LABELS:
-            r["cos"] = lab
+        named = from_label(r["label"])
+        if named is not None:
+            r["cos"] = named
     rule = deadline_rule(point.deadline)
     finite = with_deadlines(rows, rule, sc.run.duration) if rule is not None else rows
     if point.flows_dir is not None:
@@ -193,6 +247,7 @@ def run_points(
         raise UserError("workers must be >= 1")
     cache = out_dir / "cache"
     cache.mkdir(parents=True, exist_ok=True)
+    points = [resolve(p) for p in points]
     keys = [point_key(p) for p in points]
     results: dict[str, dict[str, Any]] = {}
     todo: list[tuple[str, Point]] = []
@@ -332,25 +387,25 @@ def apply_param(scenario: dict[str, Any], name: str, value: Any) -> None:
     """Apply one grid value: ``load``/``workload`` shortcuts, ``seed``, or a dotted scenario path."""
     if name in ("load", "workload"):
         arr = scenario.get("arrivals")
-        if not arr:
+        if not arr or not isinstance(arr, list) or not all(isinstance(a, dict) for a in arr):
             raise UserError(f"grid: {name!r} needs a scenario with [[arrivals]]")
         for a in arr:
             a[name] = value
             if name == "load":
                 a.pop("rate_per_s", None)
     elif name == "seed":
-        scenario.setdefault("run", {})["seed"] = value
+        run = scenario.setdefault("run", {})
+        if not isinstance(run, dict):
+            raise UserError("grid: the scenario's [run] is not a table")
+        run["seed"] = value
     else:
         set_path(scenario, name, value)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: malformed TOML ({exc})") from None
+    from paccp.scenario import read_toml_file
+
+    return read_toml_file(path)
 
 
 def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -363,9 +418,7 @@ def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 
 
 def load_sweep(path: Path) -> tuple[str, list[Point]]:
-    """Read a sweep file and return its name and points (validated)."""
-    from paccp.scenario import parse_scenario, to_engine
-
+    """Read a sweep file and return its name and points (validated and resolved)."""
     doc = _read_toml(path)
     unknown = set(doc) - {"sweep", "grid"}
     if unknown:
@@ -376,19 +429,28 @@ def load_sweep(path: Path) -> tuple[str, list[Point]]:
     bad = set(sw) - {"name", "scenario", "seeds", "deadline"}
     if bad:
         raise UserError(f"{path}: unknown [sweep] key(s) {sorted(bad)}")
-    grid = dict(doc.get("grid", {}))
+    grid_doc = doc.get("grid", {})
+    if not isinstance(grid_doc, dict):
+        raise UserError(f"{path}: [grid] must be a table")
+    grid = dict(grid_doc)
     bases = grid.pop("scenario", None) or [sw.get("scenario")]
     if bases == [None]:
         raise UserError(f"{path}: give [sweep] scenario = 'FILE' (or a 'scenario' list in [grid])")
     seeds = sw.get("seeds", [1])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
-        raise UserError(f"{path}: seeds must be a non-empty list of integers >= 0")
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= INT64_MAX for s in seeds)
+    ):
+        raise UserError(f"{path}: seeds must be a non-empty list of integers 0..{INT64_MAX}")
+    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
+        raise UserError(f"{path}: scenario must be a file name (or a list of them in [grid])")
     deadline = sw.get("deadline")
     deadline_rule(deadline)  # validate early
     combos = expand_grid(grid) if grid else [{}]
     points: list[Point] = []
     for base in bases:
-        base_path = (path.parent / str(base)).resolve()
+        base_path = path.parent / base
         base_doc = _read_toml(base_path)
         for combo in combos:
             for seed in seeds:
@@ -397,30 +459,18 @@ def load_sweep(path: Path) -> tuple[str, list[Point]]:
                     apply_param(sc, name, value)
                 apply_param(sc, "seed", seed)
                 params = {**({"scenario": str(base)} if len(bases) > 1 else {}), **combo, "seed": seed}
-                # full resolution up front: also loads (and validates) workload CDF files
-                to_engine(parse_scenario(copy.deepcopy(sc), where=f"{path} point {params}"))
-                points.append(Point(scenario=sc, params=params, deadline=deadline))
+                # full resolution up front (once; carried by the point): also loads the workload CDF files
+                point = Point(scenario=sc, params=params, deadline=deadline)
+                points.append(resolve(point, where=f"{path} point {params}"))
     return str(sw.get("name", path.stem)), points
-
-
-def headline(res: Mapping[str, Any]) -> dict[str, Any]:
-    """Flat one-row view of a point result (for sweep.csv)."""
-    row: dict[str, Any] = dict(res["params"])
-    for cos, groups in (res.get("fct_norm_to_be") or {}).items():
-        for g, v in groups.items():
-            row[f"fct_norm_{cos}_{g}"] = v
-    for cos, groups in (res.get("deadline_meet_rate") or {}).items():
-        row[f"meet_{cos}_overall"] = groups.get("overall")
-    allst = res["stats"]["by_cos"].get("all", {}).get("overall", {})
-    row["flows"] = allst.get("flows")
-    row["unfinished"] = allst.get("unfinished")
-    row["key"] = res.get("key")
-    return row
 
 
 def write_sweep_outputs(name: str, results: Iterable[Mapping[str, Any]], out_dir: Path) -> dict[str, Any]:
     """Write ``summary.json`` (every point's result) and ``sweep.csv`` (one row per point)."""
     import csv
+    import io
+
+    from paccp.outdir import write_text_atomic
 
     res = list(results)
     summary = {
@@ -428,18 +478,17 @@ def write_sweep_outputs(name: str, results: Iterable[Mapping[str, Any]], out_dir
         "name": name,
         "points": [{k: v for k, v in r.items() if k != "cached"} for r in res],
     }
-    (out_dir / "summary.json").write_text(
-        json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
+    write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     rows = [headline(r) for r in res]
     cols: list[str] = []
     for r in rows:
         for c in r:
             if c not in cols:
                 cols.append(c)
-    with (out_dir / "sweep.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    write_text_atomic(out_dir / "sweep.csv", buf.getvalue())
     return summary

@@ -59,10 +59,14 @@ _SIZE_UNITS["pkt"] = Decimal(1500)  # an MTU-sized packet, the paper's packet si
 _SIZE_UNITS["pkts"] = Decimal(1500)
 
 
+# Far above any limit of a caller (which check their own bounds), low enough to convert to int cheaply.
+_TOO_LARGE = Decimal(10) ** 30
+
+
 def _split(text: str, what: str) -> tuple[Decimal, str]:
-    m = _NUM_RE.match(str(text))
+    m = _NUM_RE.match(str(text)) if len(str(text)) <= 200 else None
     if not m:
-        raise UserError(f"cannot parse {what} {text!r}")
+        raise UserError(f"cannot parse {what} {str(text)[:40]!r}")
     try:
         num = Decimal(m.group("num"))
     except InvalidOperation as exc:  # pragma: no cover - the regex already filters
@@ -74,7 +78,7 @@ def _convert(text: str | int | float, units: dict[str, Decimal], what: str, defa
     if isinstance(text, bool):
         raise UserError(f"cannot parse {what} {text!r}")
     if isinstance(text, int | float):
-        num, unit = Decimal(str(text)), default_unit
+        num, unit = (Decimal(text) if isinstance(text, int) else Decimal(str(text))), default_unit
     else:
         num, unit = _split(text, what)
         unit = unit or default_unit
@@ -84,10 +88,20 @@ def _convert(text: str | int | float, units: dict[str, Decimal], what: str, defa
             "duration": "20us, 200ms, 1h",
             "size": "1.5MB, 64KiB, 100pkt",
         }
-        raise UserError(f"unknown {what} unit {unit!r} in {text!r} (examples: {examples[what]})")
+        raise UserError(
+            f"unknown {what} unit {unit[:20]!r} in {str(text)[:40]!r} (examples: {examples[what]})"
+        )
+    shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:40]) + "..."
+    if not num.is_finite():
+        raise UserError(f"{what} must be a finite number: {shown}")
     if num < 0:
-        raise UserError(f"{what} must not be negative: {text!r}")
-    return num * units[unit]
+        raise UserError(f"{what} must not be negative: {shown}")
+    if num.adjusted() > 40:  # beyond any limit; also keeps the multiplication below within Decimal's range
+        raise UserError(f"{what} {shown} is too large")
+    value = num * units[unit]
+    if value > _TOO_LARGE:
+        raise UserError(f"{what} {shown} is too large")
+    return value
 
 
 def _exact_int(value: Decimal) -> int:

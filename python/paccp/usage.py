@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, model_validator
 
+from paccp.cos import pair_error
 from paccp.errors import UserError
 
 SCHEMA_VERSION = 1
@@ -59,10 +60,11 @@ class UsageRecord(BaseModel):
         if self.end_ns < self.start_ns:
             raise ValueError(f"end_ns ({self.end_ns}) is before start_ns ({self.start_ns})")
         # omega is not pinned per CoS: VBP splits a VM's omega over its flows (a BE flow may carry 0.5).
-        if self.cos in ("be", "ds") and self.theta_bps != 0:
-            raise ValueError(f"a {self.cos} record must have theta_bps = 0")
-        if self.cos == "mrg" and self.theta_bps == 0:
-            raise ValueError("an mrg record must have theta_bps > 0")
+        if pair_error(self.cos, self.theta_bps) is not None:  # the class/theta rule of paccp.cos
+            need = "> 0" if self.cos == "mrg" else "= 0"
+            raise ValueError(
+                f"a{'n' if self.cos == 'mrg' else ''} {self.cos} record must have theta_bps {need}"
+            )
         if self.deadline_met is not None and self.deadline_ns is None:
             raise ValueError("deadline_met given without deadline_ns")
         return self

@@ -18,11 +18,15 @@ def sweep(
 ) -> None:
     """Run every point of a sweep; finished points are cached in OUT/cache and never recomputed."""
     from paccp import sweep as sw
+    from paccp.outdir import check_out_dir
 
     if executor not in ("local", "ray"):
         raise UserError(f"--executor must be 'local' or 'ray', got {executor!r}")
     if address is not None and executor != "ray":
         raise UserError("--address needs --executor ray")
+    check_out_dir(out)
+    if workers < 1:
+        raise UserError(f"--workers must be >= 1, got {workers}")
     name, points = sw.load_sweep(sweep_file)
     out.mkdir(parents=True, exist_ok=True)
     results = sw.run_points(points, out, executor=executor, workers=workers, address=address)
@@ -35,8 +39,10 @@ def report(directory: Path = typer.Argument(..., help="directory of runs / exper
     """Write DIR/report.html (self-contained: images embedded) from every summary.json under DIR."""
     from paccp.report.html import write_report
 
-    path = write_report(directory)
-    typer.echo(f"wrote {path}")
+    path, skipped = write_report(directory)
+    for p, why in skipped:
+        typer.echo(f"paccp: warning: skipped {p}: {' '.join(why.split())}", err=True)
+    typer.echo(f"wrote {path}" + (f" ({len(skipped)} summary.json skipped, listed in it)" if skipped else ""))
 
 
 def register(app: typer.Typer) -> None:

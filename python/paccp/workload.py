@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from paccp.errors import UserError
+from paccp.limits import MAX_SIZE_BYTES
 
 BUILTIN = ("websearch", "datamining", "fb_hadoop")
+MAX_CDF_BYTES = 10 * 10**6  # a CDF file is a few hundred lines; refuse to read anything huge
 
 
 def data_dir() -> Path:
@@ -47,12 +49,25 @@ class Cdf:
 def load_cdf(name_or_path: str | Path) -> Cdf:
     """Load a built-in workload by name or a CDF file by path; raise UserError with a one-line reason."""
     text = str(name_or_path)
+    shown = repr(text) if len(text) <= 80 else repr(text[:80]) + "..."
     path = data_dir() / f"{text}.cdf" if text in BUILTIN else Path(text)
-    if not path.is_file():
+    try:
+        is_file = path.is_file()
+        data = path.read_bytes() if is_file else b""
+    except (OSError, ValueError) as exc:  # unreadable, or a name no file system accepts (NUL byte)
+        raise UserError(f"workload {shown}: cannot read it ({type(exc).__name__})") from None
+    if not is_file:
         raise UserError(
-            f"workload {text!r}: no such built-in workload or file (built-in: {', '.join(BUILTIN)})"
+            f"workload {shown}: no such built-in workload or file (built-in: {', '.join(BUILTIN)})"
         )
-    return parse_cdf(path.read_text(encoding="utf-8"), name=text)
+    if len(data) > MAX_CDF_BYTES:
+        raise UserError(f"workload {shown}: file larger than {MAX_CDF_BYTES // 10**6} MB")
+    try:
+        decoded = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(f"workload {shown} line {line}: not UTF-8 text (byte {exc.start})") from None
+    return parse_cdf(decoded, name=text)
 
 
 def parse_cdf(text: str, name: str = "cdf") -> Cdf:
@@ -65,13 +80,22 @@ def parse_cdf(text: str, name: str = "cdf") -> Cdf:
         parts = line.split()
         if len(parts) != 2:
             raise UserError(f"workload {name} line {lineno}: expected 'size_bytes probability', got {line!r}")
+        shown = repr(line) if len(line) <= 80 else repr(line[:80]) + "..."
         try:
             size, prob = float(parts[0]), float(parts[1])
         except ValueError:
-            raise UserError(f"workload {name} line {lineno}: not numbers: {line!r}") from None
+            raise UserError(f"workload {name} line {lineno}: not numbers: {shown}") from None
+        if not (math.isfinite(size) and math.isfinite(prob)):
+            raise UserError(f"workload {name} line {lineno}: not a finite number: {shown}")
         if size < 0 or prob < 0:
-            raise UserError(f"workload {name} line {lineno}: negative value in {line!r}")
+            raise UserError(f"workload {name} line {lineno}: negative value in {shown}")
+        if size > MAX_SIZE_BYTES:
+            raise UserError(
+                f"workload {name} line {lineno}: size above {MAX_SIZE_BYTES:.0e} bytes in {shown}"
+            )
         raw.append((size, prob))
+    if len(raw) > 100_000:
+        raise UserError(f"workload {name}: more than 100000 points")
     if len(raw) < 2:
         raise UserError(f"workload {name}: needs at least two points, found {len(raw)}")
     top = raw[-1][1]
@@ -88,7 +112,13 @@ def parse_cdf(text: str, name: str = "cdf") -> Cdf:
         if size != int(size):
             raise UserError(f"workload {name}: size {size:g} is not a whole number of bytes")
         points.append((int(size), prob / scale))
-    return Cdf(name=name, points=tuple(points))
+    cdf = Cdf(name=name, points=tuple(points))
+    if not cdf.mean_bytes >= 1:
+        raise UserError(
+            f"workload {name}: mean flow size is {cdf.mean_bytes:g} bytes; it must be at least 1 byte "
+            "(a load is turned into an arrival rate by dividing by it)"
+        )
+    return cdf
 
 
 # --------------------------------------------------------------------------------------------------

@@ -609,9 +609,9 @@ def _boot_epoch_ns() -> int:
 
 
 def _cos(theta: int, omega: Decimal) -> str:
-    if theta > 0:
-        return "mrg"
-    return "ds" if omega > 1 else "be"
+    from paccp.cos import classify
+
+    return classify(theta, omega)
 
 
 def usage_records(tenant: str, include_open: bool = False) -> list[Any]:

@@ -19,14 +19,13 @@ from decimal import Decimal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from paccp.cos import classify
 from paccp.datapath import core
 from paccp.datapath.maps import q20_to_omega
 
 
 def _cos(theta: int, omega: Decimal | float) -> str:
-    if theta > 0:
-        return "mrg"
-    return "ds" if Decimal(str(omega)) > 1 else "be"
+    return classify(theta, Decimal(str(omega)))
 
 
 class Sampler:

@@ -71,7 +71,7 @@ def measure(spec: dict[str, Any], *, description: str) -> Measured:
     )
     series: dict[tuple[str, str], np.ndarray] = {}
     for i, fid in enumerate(ids):
-        key = (str(vm_of[fid]), subflow_class(fid))
+        key = (str(vm_of[fid]).split("/", 1)[0], subflow_class(fid))  # engine VM "v/wc" is VM v
         mbps = rates[i] / 1e6
         series[key] = series[key] + mbps if key in series else mbps.copy()
     first = -(-sc.run.warmup // result.samples.interval_ns)

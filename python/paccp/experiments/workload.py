@@ -32,7 +32,8 @@ from typing import Any
 
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.metrics import SIZE_GROUPS, combine_seeds
-from paccp.sweep import Point, run_points
+from paccp.outdir import write_text_atomic
+from paccp.sweep import Point, resolve, run_points
 
 LOAD_DEFINITION = (
     "load = offered inter-rack traffic / total leaf-to-spine capacity (leaves x spines x fabric rate); "
@@ -452,28 +453,30 @@ def write_table(summary: dict[str, Any], out: Path) -> str:
         holds = {True: "yes", False: "**no**", None: "n/a"}[c["holds"]]
         lines.append(f"| {c['statement']} | {c['paper']} | {c['ours']} | {holds} |")
     text = "\n".join(lines) + "\n"
-    (out / "table.md").write_text(text, encoding="utf-8")
+    write_text_atomic(out / "table.md", text)
     return text
 
 
 def print_table(summary: dict[str, Any]) -> None:
     """Print the comparison table (rich)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=summary["title"])
+    t = Table(title=escape(summary["title"]))
     for col in ("statement", "paper", "ours", "holds?"):
         t.add_column(col)
     for c in summary["checks"]:
-        t.add_row(c["statement"], c["paper"], c["ours"], {True: "yes", False: "NO", None: "n/a"}[c["holds"]])
+        cells = (c["statement"], c["paper"], c["ours"], {True: "yes", False: "NO", None: "n/a"}[c["holds"]])
+        t.add_row(*(escape(str(x)) for x in cells))
     Console().print(t)
 
 
 def run_spec(spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: bool = True) -> dict[str, Any]:
     """Run (or resume from the cache) one experiment and write its outputs."""
     out = opts.out_dir / spec.id
+    points = [resolve(p) for p in build_points(spec, opts, out)]  # every point validated before any work
     out.mkdir(parents=True, exist_ok=True)
-    points = build_points(spec, opts, out)
     results = run_points(points, out, workers=workers, progress=show)
     keys = ("workload", "load", "rcos") if spec.kind == "rcos" else ("workload", "load")
     rows = aggregate(results, keys)
@@ -502,7 +505,7 @@ def run_spec(spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: boo
         "wall_s_points": round(sum(float(r.get("wall_s", 0.0)) for r in results), 3),
     }
     _plots(spec, rows, out)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_table(summary, out)
     if show:
         print_table(summary)

@@ -93,16 +93,11 @@ class Quote:
 
 def check_pair(cos: str, theta_bps: int, omega: Decimal) -> None:
     """The CoS rules of the paper: BE (0, 1), DS (0, omega > 1), MRG (theta > 0, omega >= 1)."""
-    if cos not in ("be", "ds", "mrg"):
-        raise UserError(f"unknown cos {cos!r} (expected be, ds or mrg)")
-    if theta_bps < 0:
-        raise UserError("theta must not be negative")
-    if cos == "be" and (theta_bps != 0 or omega != 1):
-        raise UserError("a be purchase is (theta, omega) = (0, 1)")
-    if cos == "ds" and (theta_bps != 0 or omega <= 1):
-        raise UserError("a ds purchase needs theta = 0 and omega > 1")
-    if cos == "mrg" and (theta_bps <= 0 or omega < 1):
-        raise UserError("an mrg purchase needs theta > 0 and omega >= 1")
+    from paccp.cos import purchase_error
+
+    bad = purchase_error(cos, theta_bps, omega)
+    if bad is not None:
+        raise UserError(bad)
 
 
 def linear_terms(

@@ -11,11 +11,14 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from paccp.errors import UserError
+
+MAX_SUMMARY_BYTES = 200 * 10**6
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
@@ -94,7 +97,7 @@ def _workload_loads(loads: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _sweep_points(points: Sequence[Mapping[str, Any]]) -> str:
-    from paccp.sweep import headline
+    from paccp.metrics import headline
 
     flat = [headline(p) for p in points]
     cols: list[str] = []
@@ -113,18 +116,35 @@ def _generic(summary: Mapping[str, Any]) -> str:
     return _table(["key", "value"], rows)
 
 
-def section(summary_path: Path, root: Path) -> str:
-    """HTML of one summary.json and the PNGs beside it."""
+class Unreadable(Exception):
+    """A summary.json the report cannot use (skipped and listed)."""
+
+
+def _load_summary(path: Path) -> dict[str, Any]:
     try:
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = _esc(summary_path.parent.relative_to(root))
-        return f"<h2>{where}</h2><p class='no'>unreadable summary.json: {_esc(exc)}</p>"
+        data = path.read_bytes()
+        if len(data) > MAX_SUMMARY_BYTES:
+            raise Unreadable(f"larger than {MAX_SUMMARY_BYTES // 10**6} MB")
+        summary = json.loads(data.decode("utf-8"))
+    except OSError as exc:
+        raise Unreadable(exc.strerror or type(exc).__name__) from None
+    except UnicodeDecodeError:
+        raise Unreadable("not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise Unreadable(f"not valid JSON ({str(exc)[:100]})") from None
+    if not isinstance(summary, dict):
+        raise Unreadable(f"a JSON {type(summary).__name__}, not an object")
+    return summary
+
+
+def section(summary_path: Path, root: Path) -> str:
+    """HTML of one summary.json and the PNGs beside it (:class:`Unreadable` if it cannot be used)."""
+    summary = _load_summary(summary_path)
     rel = summary_path.parent.relative_to(root)
     title = summary.get("title") or summary.get("name") or summary.get("experiment") or str(rel)
     parts = [f"<h2>{_esc(title)}</h2><p class='small'>{_esc(rel) if str(rel) != '.' else '(top level)'}</p>"]
-    if not isinstance(summary, dict):
-        return "".join(parts) + "<p>summary is not an object</p>"
+    if isinstance(summary.get("warnings"), list):
+        parts += [f"<p class='no'>warning: {_esc(w)}</p>" for w in summary["warnings"]]
     if summary.get("load_definition"):
         parts.append(f"<p class='small'>{_esc(summary['load_definition'])}</p>")
     if isinstance(summary.get("checks"), list):
@@ -136,26 +156,52 @@ def section(summary_path: Path, root: Path) -> str:
     else:
         parts.append(_generic(summary))
     for png in sorted(summary_path.parent.glob("*.png")):
-        parts.append(_img(png))
+        try:
+            parts.append(_img(png))
+        except OSError as exc:
+            parts.append(f"<p class='no'>{_esc(png.name)}: unreadable ({_esc(exc.strerror)})</p>")
     return "\n".join(parts)
 
 
-def write_report(directory: Path) -> Path:
-    """Write ``DIR/report.html`` covering every summary.json under DIR; return its path."""
+def write_report(directory: Path) -> tuple[Path, list[tuple[Path, str]]]:
+    """Write ``DIR/report.html`` covering every summary.json under DIR.
+
+    Returns its path and the summaries skipped (path, reason): one that cannot be read or rendered is
+    listed in the report and returned, and never stops the others.
+    """
+    from paccp.outdir import write_text_atomic
+
     if not directory.is_dir():
         raise UserError(f"{directory}: no such directory")
-    summaries = sorted(p for p in directory.rglob("summary.json") if "cache" not in p.parts)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UserError(f"{directory}: not writable (report.html is written there)")
+    summaries = sorted(
+        p for p in directory.rglob("summary.json") if "cache" not in p.relative_to(directory).parts
+    )
     if not summaries:
         raise UserError(
             f"{directory}: no summary.json found (run paccp run/reproduce/sweep with --out there)"
         )
-    body = "\n".join(section(p, directory) for p in summaries)
-    toc = "".join(f"<li>{_esc(p.parent.relative_to(directory))}</li>" for p in summaries)
+    sections: list[str] = []
+    shown: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for p in summaries:
+        try:
+            sections.append(section(p, directory))
+            shown.append(p)
+        except Unreadable as exc:
+            skipped.append((p, str(exc)))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            skipped.append((p, f"unexpected content ({type(exc).__name__}: {str(exc)[:80]})"))
+    toc = "".join(f"<li>{_esc(p.parent.relative_to(directory))}</li>" for p in shown)
+    if skipped:
+        items = "".join(f"<li>{_esc(p.relative_to(directory))}: {_esc(why)}</li>" for p, why in skipped)
+        sections.insert(0, f"<h2>Skipped</h2><p class='no'>cannot read:</p><ul>{items}</ul>")
     doc = (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>PACCP report</title>"
         f"<style>{_CSS}</style></head><body><h1>PACCP report: {_esc(directory.name)}</h1>"
-        f"<ul class='small'>{toc}</ul>{body}</body></html>\n"
+        f"<ul class='small'>{toc}</ul>{chr(10).join(sections)}</body></html>\n"
     )
     out = directory / "report.html"
-    out.write_text(doc, encoding="utf-8")
-    return out
+    write_text_atomic(out, doc)
+    return out, skipped

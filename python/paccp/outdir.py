@@ -1,0 +1,122 @@
+"""Output directories and files that appear complete or not at all.
+
+- :func:`check_out_dir`: the checks every command makes on ``--out`` before any work (a file, an
+  unwritable place, a name too long for a temporary sibling, a directory that is not ours to replace);
+- :func:`staged_dir`: write a whole directory beside its destination (``.NAME.tmp-XXXX``) and move it into
+  place at the end, replacing a previous run's directory (so its stale files, e.g. plots of classes that
+  no longer exist, go with it); on any failure the temporary directory is removed and the destination is
+  left as it was;
+- :func:`write_text_atomic`: one file written to a temporary sibling and renamed over the destination.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from paccp.errors import UserError
+
+# A run directory we may replace holds one of these (what paccp run / reproduce / sweep write).
+_MARKERS = ("summary.json",)
+_NAME_MAX = 200  # bytes of a directory name: leaves room for the temporary prefix and suffix
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_out_dir(out: Path, option: str = "--out", *, replace: bool = False) -> None:
+    """Raise UserError (one line) unless ``out`` can be written: checked before any work.
+
+    ``replace``: the directory will be replaced as a whole, so an existing non-empty directory must look
+    like one of our outputs (holds ``summary.json``), and must not be the current directory or above it.
+    """
+    try:
+        if out.exists() and not out.is_dir():
+            raise UserError(f"{option} {out}: exists and is not a directory")
+        if len(out.resolve().name.encode("utf-8", "surrogateescape")) > _NAME_MAX:
+            raise UserError(f"{option} {out}: directory name longer than {_NAME_MAX} bytes")
+        base = _nearest_existing(out.resolve())
+        if not base.is_dir():
+            raise UserError(f"{option} {out}: {base} is not a directory")
+        if not os.access(base, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {out}: {base} is not writable")
+        if out.is_dir() and replace:
+            here = Path.cwd().resolve()
+            target = out.resolve()
+            if target == here or target in here.parents:
+                raise UserError(
+                    f"{option} {out}: is the current directory or contains it; choose a new directory"
+                )
+            if any(out.iterdir()) and not any((out / m).is_file() for m in _MARKERS):
+                raise UserError(
+                    f"{option} {out}: exists, is not empty and holds no summary.json (not an output of "
+                    "paccp); choose a new or empty directory"
+                )
+            if not os.access(out.resolve().parent, os.W_OK | os.X_OK):
+                raise UserError(f"{option} {out}: its parent directory is not writable")
+    except OSError as exc:
+        raise UserError(f"{option} {out}: {exc.strerror or type(exc).__name__}") from None
+
+
+@contextmanager
+def staged_dir(out: Path, option: str = "--out") -> Iterator[Path]:
+    """Yield an empty temporary directory beside ``out``; on success it replaces ``out``.
+
+    The temporary directory is created before the caller's work starts (so an unwritable place fails
+    first) and removed if the work raises.
+    """
+    check_out_dir(out, option, replace=True)
+    try:
+        out.resolve().parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.tmp-", dir=out.resolve().parent))
+        os.chmod(tmp, 0o777 & ~_umask())
+    except OSError as exc:
+        raise UserError(f"{option} {out}: cannot create it ({exc.strerror or type(exc).__name__})") from None
+    try:
+        yield tmp
+        _swap(tmp, out.resolve())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    """Move ``tmp`` to ``out``, replacing an existing directory (renames only; the old one is deleted)."""
+    if not out.exists():
+        tmp.rename(out)
+        return
+    old = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
+    out.rename(old)
+    try:
+        tmp.rename(out)
+    except BaseException:
+        old.rename(out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary sibling of ``path`` and rename it over ``path``."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.chmod(name, 0o666 & ~_umask())
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
