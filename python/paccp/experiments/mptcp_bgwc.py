@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from paccp import mapreduce as mr
-from paccp.experiments import ExperimentOptions
+from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.experiments import mptcp_checks as mc
 from paccp.experiments.mptcp_measure import Measured, measure, plot_vm_classes, print_checks, write_summary
 from paccp.scenario import to_toml
@@ -515,3 +515,8 @@ def run_clos(opts: ExperimentOptions) -> dict[str, Any]:
         measured[variant] = {k: v for k, v in s.items() if k != "cdf"} | {"wall_s": wall}
         mean_large[variant] = s["by_class"]["large"]["mean_s"]  # type: ignore[index]
     return _finish("mptcp-clos", opts, measured, mc.checks_clos(mean_large))
+
+
+# Registration: the experiments whose every part the engine runs (the others: NEEDS).
+for _id, _run in (("mptcp-bg", run_bg), ("mptcp-table3", run_table3), ("mptcp-fair", run_fair)):
+    register(Experiment(id=_id, title=f"MPTCP BG/WC {PAPER[_id].figures}", run=_run))

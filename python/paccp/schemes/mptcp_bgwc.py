@@ -54,9 +54,6 @@ from paccp.units import parse_size_bytes
 if TYPE_CHECKING:
     from paccp.scenario import Scenario
 
-# The engine has per-flow classes, strict-priority queues and host shapers (issue 10) but not yet the
-# per-flow controllers this scheme needs; switched on with them.
-ENGINE_SUBFLOWS = False
 UNIT_DEFAULT_BPS = 75_000_000  # the paper's bandwidth unit U
 LINUX_TCP_RMEM_MAX = 6_291_456  # Linux's default tcp_rmem max (the paper's setting 5 in Table 1)
 
@@ -187,6 +184,27 @@ class MptcpBgwc(_M):
                             **{"class": 1},
                         )
                     )
+        host_of = {vm.id: vm.host for vm in sc.vms}
+        for k, u in enumerate(self.udp):
+            flows.append(
+                {
+                    "id": f"u{k}-{u.vm}/udp",
+                    "src": host_of[u.vm],
+                    "dst": u.dst,
+                    # a stop time becomes the payload sent at the rate from start to stop
+                    "size_bytes": None
+                    if u.stop is None
+                    else max(1, u.rate * (u.stop - u.start) // 8_000_000_000),
+                    "start_ns": u.start,
+                    "theta_bps": 0,
+                    "omega": 1.0,
+                    "vm": u.vm,
+                    "label": u.vm,
+                    "changes": [],
+                    "cbr_bps": u.rate,
+                    "class": 0,
+                }
+            )
         out = dict(eng, vms=vms, flows=flows, cc={"kind": "reno"})
         if v != "free_competition":
             out["queues"] = {"switch": {"kind": "strict_priority", "levels": [buf, buf]}}
@@ -211,8 +229,6 @@ class MptcpBgwc(_M):
     def _runnable(self, sc: Scenario) -> None:
         """UserError naming what the engine cannot run yet."""
         missing = []
-        if self.udp:
-            missing.append("UDP flows")
         if any(f.size is not None for f in sc.flows) and self.variant != "free_competition":
             missing.append("finite connections (a connection-level byte stream)")
         if self.variant in ("ours", "wc_only"):
@@ -222,8 +238,6 @@ class MptcpBgwc(_M):
                 missing.append(f"subflow_cc {self.subflow_cc!r}")
             if self.scheduler != "bg_first" or self.wc_extra_delay or self.receive_buffer == "dynamic":
                 missing.append("the connection layer (scheduler, receive buffer, WC delay)")
-        if not ENGINE_SUBFLOWS and self.variant != "free_competition":
-            missing.append("subflows with their own class and congestion control")
         if missing:
             raise UserError(
                 f"scheme mptcp_bgwc: validated, but the engine cannot run it yet ({'; '.join(missing)}; "
