@@ -2,11 +2,11 @@
 
 The scenario schema (``paccp.scenario``) owns the defaults and always sends them to the engine. The
 engine keeps a default only where it is the schema's (``cc.min_cwnd_pkts``, a flow's ``theta_bps`` /
-``omega`` / ``vm`` / ``label`` / ``changes``, and the optional engine-only ``flows[].class`` and
+``omega`` / ``vm`` / ``changes``, and the optional engine-only ``flows[].class`` and
 ``queues``, whose absence means "off"). This test leaves those keys out of the resolved JSON and
 checks that the engine's output does not change; it also checks that the transport fields whose engine
-defaults used to disagree with the schema (``sack``, ``host_backpressure``, ``host_fq_pkts``) are now
-required.
+defaults used to disagree with the schema (``sack``, ``host_backpressure``, ``host_fq_pkts``, and a
+flow's ``label``, whose schema default depends on its class) are now required.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from paccp.engine import run_json
 from paccp.errors import UserError
 from paccp.scenario import parse_scenario, to_engine
 
-ENGINE_DEFAULTED_FLOW_KEYS = ("theta_bps", "omega", "vm", "label", "changes")
+ENGINE_DEFAULTED_FLOW_KEYS = ("theta_bps", "omega", "vm", "changes")
 
 
 def _resolved() -> dict[str, Any]:
     sc = parse_scenario(
         {
-            "run": {"seed": 3, "duration": "5ms", "sample_flows": "all"},
+            "run": {"seed": 3, "duration": "5ms", "warmup": "1ms", "sample_flows": "all"},
             "topology": {"kind": "dumbbell", "left_hosts": 2, "right_hosts": 2, "bottleneck_rate": "1Gbit"},
             "flows": [
                 {"id": "a", "src": "l0", "dst": "r0"},
@@ -58,4 +58,11 @@ def test_transport_fields_without_a_shared_default_are_required(key: str) -> Non
     doc = _resolved()
     del doc["transport"][key]
     with pytest.raises(UserError, match=f"missing field `{key}`"):
+        run_json(json.dumps(doc))
+
+
+def test_a_flow_label_is_required() -> None:
+    doc = _resolved()
+    del doc["flows"][0]["label"]
+    with pytest.raises(UserError, match="missing field `label`"):
         run_json(json.dumps(doc))

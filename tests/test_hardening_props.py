@@ -272,7 +272,7 @@ def wide_problems(draw: st.DrawFn) -> opt.Problem:
     return opt.Problem(links=caps, flows=tuple(flows))
 
 
-@settings(max_examples=n(15))
+@settings(max_examples=n(8))
 @given(wide_problems())
 def test_optimum_feasible_wide_range(p: opt.Problem) -> None:
     """Capacities 1.6 Mb/s - 776 Gb/s, omegas 1e-3 - 4e2: feasible within 1e-9 relative, or an error."""
@@ -311,7 +311,7 @@ def _toml(doc: dict[str, Any]) -> str | None:
         return None
 
 
-@settings(max_examples=n(30))
+@settings(max_examples=n(20))
 @given(scenarios())
 def test_cli_run(doc: dict[str, Any]) -> None:
     """``paccp run``: a complete run directory, or exit 2 with one line and nothing left behind."""

@@ -109,6 +109,20 @@ def _swap(tmp: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def check_out_file(path: Path, option: str = "--out") -> None:
+    """Raise UserError (one line) unless a file can be written at ``path``: checked before any work."""
+    try:
+        if path.is_dir():
+            raise UserError(f"{option} {path}: is a directory")
+        parent = path.resolve().parent
+        if not parent.is_dir():
+            raise UserError(f"{option} {path}: {parent} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {path}: {parent} is not writable")
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{option} {str(path)[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to a temporary sibling of ``path`` and rename it over ``path``."""
     fd, name = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)

@@ -688,6 +688,8 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
         raise UserError(f"{where}: malformed TOML ({exc})") from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise UserError(f"{where}: malformed TOML ({str(exc)[:120]})") from None
+    except RecursionError:
+        raise UserError(f"{where}: malformed TOML (nested too deeply)") from None
 
 
 # --------------------------------------------------------------------------------------------------

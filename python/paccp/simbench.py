@@ -6,10 +6,18 @@ Benchmarks (each runs in a fresh Python subprocess so that its peak RSS is its o
 - ``b``: the 240-host paper leaf-spine with Poisson arrivals of finite flows (WebSearch CDF, ECMP) at 50 %
   load (offered inter-rack traffic / total leaf-to-spine capacity) for 20 ms simulated;
 - ``c``: the fig8 point (VBP, WebSearch, 80 % load, 240 hosts, >= 50,000 flows; workload area, minutes).
+- ``scale`` (``--only scale``, not run by default): the same workload on four leaf-spine sizes,
+  ``scale240`` (6 leaves x 40 hosts, 5 spines), ``scale1000`` (25 x 40, 10 spines), ``scale2500``
+  (50 x 50, 10 spines) and ``scale10000`` (100 x 100, 20 spines): Poisson WebSearch arrivals at 30 % load
+  (offered inter-rack traffic / leaf-to-spine capacity), 60/20/20 % BE / DS (omega 2) / MRG (theta
+  1 Gb/s) flows, per-flow ECMP, paper links. The simulated time shrinks as the fabric grows (333, 40, 20,
+  5 ms) so that every size offers about the same traffic (~8,700 flows) and processes a similar number of
+  events; ``events_per_s`` of the sizes is what to compare (the cost per event as the network grows).
 
 Figures per benchmark: ``events`` (engine events processed), ``events_per_s``, ``sim_s_per_wall_s``,
-``wall_s`` (the engine run only, not the scenario build), ``peak_rss_mb`` (``ru_maxrss`` of the
-subprocess, which includes the Python interpreter and numpy/pyarrow), ``flows``.
+``wall_s`` (the engine run only, not the scenario build), ``cpu_s`` and ``events_per_cpu_s`` (the same
+run's CPU time: less sensitive than wall time to other jobs on a shared machine), ``peak_rss_mb``
+(``ru_maxrss`` of the subprocess, which includes the Python interpreter and numpy/pyarrow), ``flows``.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from paccp.errors import UserError
@@ -47,11 +56,47 @@ def _fig8_point() -> dict[str, Any]:
     return bench_fig8_scenario()
 
 
+def _scale(leaves: int, hosts_per_leaf: int, spines: int, duration: str) -> Callable[[], dict[str, Any]]:
+    def build() -> dict[str, Any]:
+        return {
+            "run": {"seed": 1, "duration": duration, "warmup": "0ms", "sample_flows": "none"},
+            "topology": {
+                "kind": "leaf_spine",
+                "leaves": leaves,
+                "spines": spines,
+                "hosts_per_leaf": hosts_per_leaf,
+            },
+            "routing": {"kind": "ecmp"},
+            "arrivals": [
+                {
+                    "workload": "websearch",
+                    "load": 0.3,
+                    "cos": {
+                        "kind": "mix",
+                        "classes": [
+                            {"label": "BE", "prob": 0.6},
+                            {"label": "DS", "prob": 0.2, "omega": 2.0},
+                            {"label": "MRG", "prob": 0.2, "theta": "1Gbit"},
+                        ],
+                    },
+                }
+            ],
+        }
+
+    return build
+
+
 BENCHMARKS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "a": ("fig4a_full_50ms", _fig4a),
     "b": ("leafspine240_websearch_load50_20ms", _websearch),
     "c": ("fig8_vbp_websearch_load80_900ms", _fig8_point),
+    "scale240": ("scale_240hosts_websearch30_333ms", _scale(6, 40, 5, "333ms")),
+    "scale1000": ("scale_1000hosts_websearch30_40ms", _scale(25, 40, 10, "40ms")),
+    "scale2500": ("scale_2500hosts_websearch30_20ms", _scale(50, 50, 10, "20ms")),
+    "scale10000": ("scale_10000hosts_websearch30_5ms", _scale(100, 100, 20, "5ms")),
 }
+DEFAULT = ("a", "b", "c")
+GROUPS = {"scale": ("scale240", "scale1000", "scale2500", "scale10000")}
 
 
 def run_one(key: str) -> dict[str, Any]:
@@ -61,9 +106,9 @@ def run_one(key: str) -> dict[str, Any]:
 
     name, build = BENCHMARKS[key]
     eng = to_engine(parse_scenario(build(), where=name))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = engine.run(eng)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     events = int(res.stats.get("events", 0))
     sim_s = eng["duration_ns"] / 1e9
     return {
@@ -76,15 +121,28 @@ def run_one(key: str) -> dict[str, Any]:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "flows": res.flows.num_rows,
         "packets_sent": int(res.stats.get("packets_sent", 0)),
+        "cpu_s": cpu,
+        "events_per_cpu_s": events / cpu if cpu > 0 else None,
     }
 
 
 def run_cli(only: str = "", out: str = "") -> None:
-    """Run the selected benchmarks (comma-separated keys, default all), each in a subprocess; print JSON."""
-    keys = [k.strip() for k in only.split(",") if k.strip()] if only else list(BENCHMARKS)
-    for k in keys:
-        if k not in BENCHMARKS:
-            raise UserError(f"--only: unknown benchmark {k!r} (known: {', '.join(BENCHMARKS)})")
+    """Run the selected benchmarks (comma-separated keys or groups, default a, b, c), each in a subprocess;
+    print JSON. ``scale`` is the group of the four scale sizes."""
+    asked = [k.strip() for k in only.split(",") if k.strip()] if only else list(DEFAULT)
+    keys: list[str] = []
+    for k in asked:
+        if k in GROUPS:
+            keys += GROUPS[k]
+        elif k in BENCHMARKS:
+            keys.append(k)
+        else:
+            known = ", ".join([*BENCHMARKS, *GROUPS])
+            raise UserError(f"--only: unknown benchmark {k!r} (known: {known})")
+    if out:
+        from paccp.outdir import check_out_file
+
+        check_out_file(Path(out))  # before the benchmarks run, not after
     results: dict[str, Any] = {}
     for k in keys:
         print(f"bench {k}: {BENCHMARKS[k][0]} ...", file=sys.stderr, flush=True)
@@ -95,7 +153,7 @@ def run_cli(only: str = "", out: str = "") -> None:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             raise UserError(f"benchmark {k} failed: {tail}")
         results[k] = json.loads(proc.stdout)
-    doc = {
+    doc: dict[str, Any] = {
         "simulator": results,
         "machine": {
             "python": platform.python_version(),
@@ -103,11 +161,27 @@ def run_cli(only: str = "", out: str = "") -> None:
             "platform": platform.platform(),
         },
     }
+    sizes = [k for k in GROUPS["scale"] if k in results]
+    if len(sizes) > 1:
+        base = results[sizes[0]]["events_per_s"]
+        doc["scale_vs_240"] = {k: results[k]["events_per_s"] / base for k in sizes if base}
+    doc["load_average"] = _load_average()
     text = json.dumps(doc, indent=2, sort_keys=True)
     print(text)
     if out:
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+        from paccp.outdir import write_text_atomic
+
+        write_text_atomic(Path(out), text + "\n")
+
+
+def _load_average() -> list[float] | None:
+    """The machine's 1/5/15-minute load averages at the end (benchmarks share the machine)."""
+    import os
+
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _cpu_count() -> int | None:

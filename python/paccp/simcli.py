@@ -69,16 +69,26 @@ def reproduce(
     if not 0 <= seed <= INT64_MAX:
         raise UserError(f"--seed must be 0..{INT64_MAX}, got {seed}")
     check_out_dir(out)
+    for exp_id in experiments:  # every experiment's directory, before the first one runs
+        check_out_dir(out / exp_id, f"--out (experiment {exp_id})", replace=registry[exp_id].replaces_dir)
     dur = parse_duration_ns(duration) if duration is not None else None
     if dur is not None and dur < 10_000_000:
         raise UserError(
             f"--duration must be at least 10ms (rates are measured after a warm-up), got {duration}"
         )
+    opts = ExperimentOptions(
+        out_dir=out, seed=seed, quick=quick, duration_ns=dur, transport=parse_assignments(transport)
+    )
+    prepared: dict[str, Any] = {}  # every experiment validated and resolved before the first runs
     for exp_id in experiments:
-        opts = ExperimentOptions(
-            out_dir=out, seed=seed, quick=quick, duration_ns=dur, transport=parse_assignments(transport)
-        )
-        registry[exp_id].run(opts)
+        prep = registry[exp_id].prepare
+        if prep is not None:
+            prepared[exp_id] = prep(opts)
+    for exp_id in experiments:
+        if exp_id in prepared:
+            prepared[exp_id]()
+        else:
+            registry[exp_id].run(opts)
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

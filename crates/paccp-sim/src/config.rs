@@ -322,8 +322,7 @@ pub struct FlowCfg {
     /// VM whose pair it shares (VBP), or null.
     #[serde(default)]
     pub vm: Option<String>,
-    /// Free-text class label.
-    #[serde(default)]
+    /// Free-text class label (required: the schema's default depends on the class).
     pub label: String,
     /// Scheduled FBP changes.
     #[serde(default)]

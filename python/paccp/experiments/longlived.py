@@ -201,17 +201,28 @@ def run_experiment(exp: str, opts: ExperimentOptions) -> dict[str, Any]:
 
     DIR/<exp>/ is written beside its place and moved there at the end (:func:`paccp.outdir.staged_dir`).
     """
-    from paccp.outdir import staged_dir
+    return prepare_experiment(exp, opts)()
+
+
+def prepare_experiment(exp: str, opts: ExperimentOptions) -> Callable[[], dict[str, Any]]:
+    """Validate and resolve an experiment (scenario, engine input) and return the thunk that runs it."""
+    from paccp.outdir import check_out_dir, staged_dir
 
     spec = build_scenario(
         exp, seed=opts.seed, quick=opts.quick, duration_ns=opts.duration_ns, transport=opts.transport
     )
     sc = parse_scenario(spec, where=exp)
     engine_json = to_engine(sc)
-    with staged_dir(opts.out_dir / exp, option=f"--out (experiment {exp})") as out:
-        summary = _run_and_write(exp, opts, spec, sc, engine_json, out)
-    print_table(summary)
-    return summary
+    option = f"--out (experiment {exp})"
+    check_out_dir(opts.out_dir / exp, option, replace=True)
+
+    def run() -> dict[str, Any]:
+        with staged_dir(opts.out_dir / exp, option=option) as out:
+            summary = _run_and_write(exp, opts, spec, sc, engine_json, out)
+        print_table(summary)
+        return summary
+
+    return run
 
 
 def _run_and_write(
@@ -366,5 +377,14 @@ def _runner(exp: str) -> Callable[[ExperimentOptions], dict[str, Any]]:
     return run
 
 
+def _preparer(exp: str) -> Callable[[ExperimentOptions], Callable[[], dict[str, Any]]]:
+    def prepare(opts: ExperimentOptions) -> Callable[[], dict[str, Any]]:
+        return prepare_experiment(exp, opts)
+
+    return prepare
+
+
 for _exp in GROUPS:
-    register(Experiment(id=_exp, title=TITLES[_exp], run=_runner(_exp)))
+    register(
+        Experiment(id=_exp, title=TITLES[_exp], run=_runner(_exp), replaces_dir=True, prepare=_preparer(_exp))
+    )

@@ -26,14 +26,17 @@ Setups (SPEC sections 7-8; choices the paper leaves open are marked *ours*):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paccp.cos import classify
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.metrics import SIZE_GROUPS, combine_seeds
 from paccp.outdir import write_text_atomic
 from paccp.sweep import Point, resolve, run_points
+from paccp.units import parse_rate_bps
 
 LOAD_DEFINITION = (
     "load = offered inter-rack traffic / total leaf-to-spine capacity (leaves x spines x fabric rate); "
@@ -132,7 +135,7 @@ def scenario_dict(
             theta, omega = (RCOS_THETA if rcos > 1.0 else "0bit", 1.0) if role == "mrg" else ("0bit", 1.0)
         else:
             theta, omega = VBP_PAIRS[role]
-        cos = role if not (role == "mrg" and theta == "0bit") else "be"
+        cos = classify(parse_rate_bps(theta), omega)  # an MRG VM without theta (rcos = 1) is BE
         sc["vms"].append(
             {
                 "id": f"vm-{host}",
@@ -474,8 +477,22 @@ def print_table(summary: dict[str, Any]) -> None:
 
 def run_spec(spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: bool = True) -> dict[str, Any]:
     """Run (or resume from the cache) one experiment and write its outputs."""
+    return prepare_spec(spec, opts, workers=workers, show=show)()
+
+
+def prepare_spec(
+    spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: bool = True
+) -> Callable[[], dict[str, Any]]:
+    """Validate and resolve every point of an experiment; return the thunk that runs it."""
     out = opts.out_dir / spec.id
     points = [resolve(p) for p in build_points(spec, opts, out)]  # every point validated before any work
+    return lambda: _run_prepared(spec, opts, points, workers=workers, show=show)
+
+
+def _run_prepared(
+    spec: Spec, opts: ExperimentOptions, points: list[Point], *, workers: int, show: bool
+) -> dict[str, Any]:
+    out = opts.out_dir / spec.id
     out.mkdir(parents=True, exist_ok=True)
     results = run_points(points, out, workers=workers, progress=show)
     keys = ("workload", "load", "rcos") if spec.kind == "rcos" else ("workload", "load")
@@ -527,5 +544,12 @@ def _runner(spec: Spec) -> Any:
     return run
 
 
+def _preparer(spec: Spec) -> Callable[[ExperimentOptions], Callable[[], dict[str, Any]]]:
+    def prepare(opts: ExperimentOptions) -> Callable[[], dict[str, Any]]:
+        return prepare_spec(spec, opts)
+
+    return prepare
+
+
 for _spec in SPECS.values():
-    register(Experiment(id=_spec.id, title=_spec.title, run=_runner(_spec)))
+    register(Experiment(id=_spec.id, title=_spec.title, run=_runner(_spec), prepare=_preparer(_spec)))
