@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from paccp import mapreduce as mr
 from paccp.errors import UserError
 from paccp.experiments import mptcp_bgwc as exp
 from paccp.scenario import parse_scenario, to_engine, to_toml
@@ -152,31 +153,45 @@ def test_fair_wc_increase_and_dynamic_buffer() -> None:
 @pytest.mark.parametrize(
     "spec",
     [
-        exp.bg_scenario(udp=False),
-        exp.bg_scenario(udp=True),
-        *[exp.table3_scenario(r) for r in range(4)],
-        exp.fair_scenario(3, policy=True),
-        exp.fair_scenario(5, policy=False),
         exp.sched_scenario("least_rtt"),
         exp.cc_scenario("olia"),
         exp.rcvbuf_scenario(200, 2, 131072),
         exp.rcvbuf_scenario(500, 1, "dynamic"),
+        exp.clos_scenario("ours", mr.Scaling(jobs=3, size_scale=1e-3, time_scale=1e-3, max_tasks=4))[0],
     ],
 )
-def test_scaffolded_setups_validate_but_are_not_runnable_yet(spec: dict[str, Any]) -> None:
+def test_setups_the_engine_cannot_run_yet_say_what_is_missing(spec: dict[str, Any]) -> None:
     sc = parse_scenario(copy.deepcopy(spec))
     with pytest.raises(UserError, match="the engine cannot run it yet"):
         to_engine(sc)
 
 
-def test_free_competition_runs_today_as_plain_reno() -> None:
+def test_engine_json_of_the_scheme() -> None:
+    eng = to_engine(parse_scenario(exp.bg_scenario(udp=True, quick=True)))
+    vms = {v["id"]: v for v in eng["vms"]}
+    assert vms["vm1"]["theta_bps"] == 350_000_000 and vms["vm1/wc"]["omega"] == 4.0  # A_l = 350 // 75
+    fl = {f["id"]: f for f in eng["flows"]}
+    assert fl["f1/bg"]["class"] == 0 and fl["f1/bg"]["vm"] == "vm1"
+    wc = fl["f1/wc0"]
+    assert (wc["class"], wc["vm"], wc["cc"], wc["same_path_as"]) == (
+        1,
+        "vm1/wc",
+        {"kind": "fair_wc"},
+        "f1/bg",
+    )
+    assert fl["u0-vm1/udp"]["cbr_bps"] == 50_000_000 and fl["u0-vm1/udp"]["vm"] == "vm1"
+    assert (
+        eng["queues"]["switch"]["kind"] == "strict_priority" and len(eng["queues"]["switch"]["levels"]) == 2
+    )
+    buckets = eng["queues"]["host"]["buckets"]
+    assert (buckets[0]["vm"], buckets[0]["rate_bps"]) == ("vm1", 350_000_000)
+    # bg_only: no WC subflow; free_competition: plain Reno, no queues
     spec = exp.bg_scenario(udp=False, quick=True)
+    spec["scheme"]["variant"] = "bg_only"
+    assert [f["id"] for f in to_engine(parse_scenario(spec))["flows"]] == [f"f{i}/bg" for i in range(1, 5)]
     spec["scheme"]["variant"] = "free_competition"
     eng = to_engine(parse_scenario(spec))
-    assert eng["cc"] == {"kind": "reno"}
-    spec["scheme"]["udp"] = [{"vm": "vm1", "dst": "S5", "rate": "50Mbit"}]
-    with pytest.raises(UserError, match=r"the engine cannot run it yet \(UDP flows"):
-        to_engine(parse_scenario(spec))
+    assert eng["cc"] == {"kind": "reno"} and "queues" not in eng and eng["flows"][0]["id"] == "f1"
 
 
 def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
@@ -190,7 +205,12 @@ def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
         "mptcp-fair",
         "mptcp-clos",
     }
-    assert set(exp.PAPER) == ids == set(exp.NEEDS)
+    assert set(exp.PAPER) == ids
+    from paccp.experiments import load_all
+
+    runnable = {i for i in load_all() if i.startswith("mptcp-")}
+    assert runnable == {"mptcp-bg", "mptcp-table3", "mptcp-fair"}
+    assert runnable | set(exp.NEEDS) == ids and not runnable & set(exp.NEEDS)
     rows = exp.PAPER["mptcp-table3"].numbers["rows"]
     assert [r["wc"] for r in rows] == [(62, 31, 31), (212, 106, 106), (120, 65, 35), (217, 110, None)]
 

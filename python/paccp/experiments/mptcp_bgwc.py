@@ -15,9 +15,9 @@ Topologies (all links 1 Gb/s, 10 us, 100-packet drop-tail per priority queue unl
 - ``clos``: the paper's Fig. 18: 400 hosts, 4 pods of 4 ToRs x 25 hosts and 2 aggregation switches, 2 cores;
   host-ToR 1 Gb/s, ToR-agg 10 Gb/s, agg-core 20 Gb/s; ECMP.
 
-Status: **not registered as runnable**. The engine does not yet have multi-subflow connections, priority
-queues, host shapers or constant-rate flows (issue 11 waits for the engine framework of issue 10); the
-builders below produce scenarios that validate, and ``to_engine`` says plainly that it cannot run them.
+Status: ``mptcp-bg``, ``mptcp-table3`` and ``mptcp-fair`` are registered (``paccp reproduce``). The others
+need what :data:`NEEDS` names (the connection layer above all); their builders produce scenarios that
+validate, and ``to_engine`` says plainly what the engine cannot run yet.
 """
 
 from __future__ import annotations
@@ -354,16 +354,13 @@ def clos_scenario(
     return spec, plans
 
 
-# What each experiment still needs from the engine before it can be registered (issue 11, phase 2).
+# What the experiments that are not registered still need from the engine (issue 11).
 NEEDS: dict[str, str] = {
-    "mptcp-bg": "subflows, 2 priority queues, per-VM BG token bucket, constant-rate UDP flows",
-    "mptcp-table3": "as mptcp-bg, plus the fair-WC congestion control (alpha_w = (A_l/K)^2)",
-    "mptcp-fair": "as mptcp-table3",
-    "mptcp-sched": "as mptcp-bg, plus the subflow-scheduler trait (LeastRTT, BG-first)",
-    "mptcp-wc": "as mptcp-bg, plus a flow that pauses (S2 silent from 50 to 80 s of 110 s)",
-    "mptcp-cc": "as mptcp-bg, plus LIA and OLIA (BALIA is not planned)",
-    "mptcp-rcvbuf": "connection-level receive buffer with penalisation, reinjection, dynamic size; WC delay",
-    "mptcp-clos": "as mptcp-table3 at 400 hosts, plus the shuffle workload (paccp.mapreduce, ready)",
+    "mptcp-sched": "the connection layer: one byte stream over the subflows, the LeastRTT scheduler",
+    "mptcp-wc": "a flow that pauses (S2 silent from 50 to 80 s of 110 s)",
+    "mptcp-cc": "LIA and OLIA (coupled over a connection's subflows; BALIA is not planned)",
+    "mptcp-rcvbuf": "connection-level receive buffer (penalisation, reinjection, dynamic size); WC delay",
+    "mptcp-clos": "finite connections (the connection layer) for the ours and wc_only variants",
 }
 
 
