@@ -56,7 +56,10 @@ def register(exp: Experiment) -> Experiment:
 _MODULES: tuple[str, ...] = (
     "paccp.experiments.longlived",  # fig4a, fig4c, fig5 (simulation-engine issue)
     "paccp.experiments.workload",  # rcos, fig8-fig11 (workload issue)
-    "paccp.experiments.mptcp_bgwc",  # mptcp-* (issue 11; registered once the engine runs them)
+    "paccp.experiments.softbw_oc",  # softbw-oc (SoftBW issue)
+    "paccp.experiments.softbw_price",  # softbw-price (SoftBW issue)
+    "paccp.experiments.softbw_share",  # softbw-share (SoftBW issue)
+    "paccp.experiments.mptcp_bgwc",  # mptcp-* (issue 11; the runnable ones)
 )
 
 

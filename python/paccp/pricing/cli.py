@@ -210,7 +210,7 @@ def _ratio_table(rep: object, currency: str) -> Table:
 def consistency_cmd(
     run_dir: Annotated[Path, typer.Argument(help="a run directory (flows.parquet) from `paccp run`")],
     book: BookOpt = None,
-    model: Annotated[str, typer.Option("--model", help="vbp or fbp")] = "vbp",
+    model: Annotated[str, typer.Option("--model", help="vbp, fbp or softbw (a SoftBW run, per VM)")] = "vbp",
     tolerance: Annotated[float, typer.Option("--tolerance", help="flag if price > perf x (1+tol)")] = 0.05,
     metric: Annotated[str, typer.Option("--metric", help="auto, rate (long-lived) or fct (finite)")] = "auto",
     as_json: JsonOpt = False,
@@ -220,6 +220,19 @@ def consistency_cmd(
     from paccp.pricing.consistency import consistency
 
     bk, _ = load_book(book)
+    if _model(model) == "softbw":  # per VM, from usage.jsonl + softbw_cycles.parquet (a SoftBW run)
+        from paccp.pricing import softbw_consistency as sbw
+
+        vms = sbw.softbw_consistency(run_dir, bk, tolerance)
+        if as_json:
+            print(
+                json.dumps(
+                    {"model": "softbw", "tolerance": tolerance, "vms": [v.to_json() for v in vms]}, indent=2
+                )
+            )
+        else:
+            sbw.print_table(vms, bk.currency, tolerance)
+        return
     rep = consistency(run_dir, bk, _model(model), tolerance, metric)
     if as_json:
         print(json.dumps(rep.to_json(), indent=2))

@@ -111,6 +111,8 @@ class MptcpBgwc(_M):
                 raise UserError(f"scheme.competition_levels.{vm_id}: A_l must be >= 1, got {level}")
         if isinstance(self.receive_buffer, int) and self.receive_buffer <= 0:
             raise UserError("scheme.receive_buffer: must be > 0 bytes or 'dynamic'")
+        if sc.softbw is not None:
+            raise UserError("scheme: mptcp_bgwc cannot be combined with [softbw] (both set the host queues)")
         if "kind" in sc.cc.model_fields_set:
             raise UserError("cc: not used by scheme mptcp_bgwc (set scheme.subflow_cc)")
         for k, f in enumerate(sc.flows):

@@ -9,6 +9,7 @@
 //! `parse` function, plus one line in [`builtin_selectors`] (or [`crate::Registry::register_selector`]
 //! from outside the crate, wrapped in [`AnySelector::Custom`]).
 pub mod shaper;
+pub mod softbw;
 
 use crate::config::BufCfg;
 use crate::error::{EngineError, Result};
@@ -108,7 +109,10 @@ pub type SelectorParser = fn(&Value, &[VmInfo]) -> Result<SelectorMaker>;
 
 /// The built-in selectors: `(kind, parser)`. One line per selector.
 pub fn builtin_selectors() -> Vec<(&'static str, SelectorParser)> {
-    vec![("round_robin", parse_round_robin)]
+    vec![
+        ("round_robin", parse_round_robin),
+        ("softbw", softbw::parse),
+    ]
 }
 
 #[derive(Deserialize)]
