@@ -198,7 +198,7 @@ fn per_vm_round_robin_at_the_host_is_fair_between_vms() {
     s["queues"]["host"]["selector"] = json!({"kind": "fulfilment"});
     assert_eq!(
         run_err(&s),
-        "queues.host.selector.kind: unknown selector 'fulfilment' (known: round_robin)"
+        "queues.host.selector.kind: unknown selector 'fulfilment' (known: round_robin, softbw)"
     );
 }
 
