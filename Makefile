@@ -11,12 +11,13 @@ STAMPS  := .stamps
 RUST_SRC := $(shell find crates -name '*.rs' -o -name 'Cargo.toml' 2>/dev/null) Cargo.toml
 DEMO_OUT ?= out/demo
 
-.PHONY: help setup system-deps build demo test test-rust test-py lint fmt bench clean
+.PHONY: help setup system-deps build demo test test-rust test-py lint fmt bench crosscheck clean
 
 help:
 	@echo "make demo   - install what is missing, build, run fig4a + fig4c at full size, print the table"
 	@echo "make test   - install what is missing, build, run every test (Rust, Python, datapath, lints)"
 	@echo "make bench  - speed figures (JSON) of the engine, the datapath and the ledger"
+	@echo "make crosscheck - the engine vs ns-3 3.44 (installs the ns3 wheel) and vs the kernel (root)"
 
 # --- set-up -----------------------------------------------------------------
 $(STAMPS)/system-deps: tools/install-system-deps.sh
@@ -68,6 +69,11 @@ fmt:
 bench: build
 	$(PACCP) bench
 	$(PACCP) bench ledger
+
+# Not part of `make test`: installs the ns-3 wheel on first use; the kernel side needs root.
+crosscheck: build
+	$(PY) -c 'import ns3' 2>/dev/null || $(PY) -m pip install --quiet 'ns3==3.44.post0'
+	flock /tmp/paccp-datapath.lock $(PACCP) crosscheck --out out/crosscheck
 
 clean:
 	rm -rf target $(VENV) $(STAMPS) out

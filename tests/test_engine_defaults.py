@@ -2,11 +2,11 @@
 
 The scenario schema (``paccp.scenario``) owns the defaults and always sends them to the engine. The
 engine keeps a default only where it is the schema's (``cc.min_cwnd_pkts``, a flow's ``theta_bps`` /
-``omega`` / ``vm`` / ``changes``, and the optional engine-only ``flows[].class`` and
-``queues``, whose absence means "off"). This test leaves those keys out of the resolved JSON and
-checks that the engine's output does not change; it also checks that the transport fields whose engine
-defaults used to disagree with the schema (``sack``, ``host_backpressure``, ``host_fq_pkts``, and a
-flow's ``label``, whose schema default depends on its class) are now required.
+``omega`` / ``vm`` / ``changes``, ``transport.prr`` (true), and the optional engine-only
+``flows[].class`` and ``queues``, whose absence means "off"). This test leaves those keys out of the
+resolved JSON and checks that the engine's output does not change; it also checks that the transport
+fields whose engine defaults used to disagree with the schema (``sack``, ``host_backpressure``,
+``host_fq_pkts``, and a flow's ``label``, whose schema default depends on its class) are now required.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def test_engine_defaults_equal_the_schema_defaults(cc: str) -> None:
         full["cc"] = {"kind": "reno", "min_cwnd_pkts": 1.0}
     stripped = copy.deepcopy(full)
     del stripped["cc"]["min_cwnd_pkts"]
+    assert full["transport"]["prr"] is True  # the engine's default for an absent `prr` is the same
+    del stripped["transport"]["prr"]
     for f in stripped["flows"]:
         for k in ENGINE_DEFAULTED_FLOW_KEYS:
             # Only a value equal to the schema's default may be left out.

@@ -73,7 +73,9 @@ def test_quick_run_writes_outputs_and_reuses_cache(tmp_path: Path, exp: str) -> 
     on_disk = json.loads((out / "summary.json").read_text())
     assert on_disk["experiment"] == exp and "load" in on_disk["load_definition"]
     assert (out / "table.md").read_text().count("|") > 8
-    assert s["checks"] and all(c["holds"] in (True, False, None) for c in s["checks"])
+    # --quick is a smoke test: the paper statements are listed with our numbers but never judged.
+    assert s["checks"] and all(c["holds"] is None for c in s["checks"])
+    assert "smoke test" in on_disk["smoke_test"] and "n/a" in (out / "table.md").read_text()
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == (["rcos.png"] if exp == "rcos" else ["fct_norm.png", "meet_rate.png"])
     row = s["loads"][-1]

@@ -7,6 +7,7 @@ one line on stderr with exit code 2.
 - workload experiments: ``sweep``, ``report`` (``paccp.workcli``)
 - pricing and billing: ``price ...``, ``bill ...`` (``paccp.pricing.cli``)
 - Linux datapath: ``datapath ...``, ``testbed ...``, ``bench datapath`` (``paccp.datapath.cli``)
+- cross-check against ns-3 and the kernel: ``crosscheck`` (``paccp.crosscheck.cli``)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pydantic
 import typer
 
 from paccp import benchcli, simcli, workcli
+from paccp.crosscheck import cli as crosscheck_cli
 from paccp.datapath import cli as datapath_cli
 from paccp.errors import UserError
 from paccp.pricing import cli as pricing_cli
@@ -34,6 +36,7 @@ workcli.register(app)
 app.add_typer(benchcli.bench_app, name="bench")
 pricing_cli.register(app, benchcli.bench_app)
 datapath_cli.register(app, benchcli.bench_app)
+crosscheck_cli.register(app)
 
 
 def _one_line(message: str) -> str:

@@ -9,7 +9,7 @@ Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` /
 
     [run]        seed, duration, warmup, sample_interval, sample_flows, sample_cwnd
     [transport]  mtu, header, ack, init_cwnd, min_rto, initial_rto, max_rto, delayed_ack,
-                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure, host_fq
+                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure, host_fq, prr
     [cc]         kind = "paccp" | "reno", rcos, min_cwnd
     [topology]   kind = "leaf_spine" | "dumbbell" | "explicit" (+ its fields)
     [routing]    kind = "ecmp" | "leaf_spine_paper"
@@ -175,6 +175,10 @@ class TransportCfg(_M):
     # Host fair queuing: at most this many packets of one flow in its host's NIC queue (0 = off: the NIC
     # is one FIFO for all of the host's flows). Needs host_backpressure.
     host_fq: int = Field(default=0, ge=0, le=2**31 - 1)
+    # NewReno (sack = false): Proportional Rate Reduction (RFC 6937, as Linux and ns-3) bounds what a
+    # recovery sends, with limited transmit (RFC 3042) before it; false = RFC 6582 window inflation. No
+    # effect with SACK. The engine's JSON default is the same (true).
+    prr: bool = True
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:
@@ -978,6 +982,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "sack": tr.sack,
             "host_backpressure": tr.host_backpressure,
             "host_fq_pkts": tr.host_fq,
+            "prr": tr.prr,
         },
         "cc": cc,
         "topology": t,

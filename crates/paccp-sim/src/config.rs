@@ -154,6 +154,15 @@ pub struct TransportCfg {
     /// Linux's per-flow qdiscs, fq / fq_codel, over a byte-limited NIC ring; without it the host NIC is one
     /// FIFO shared by all of the host's flows).
     pub host_fq_pkts: u32,
+    /// NewReno (`sack` false): Proportional Rate Reduction (RFC 6937, as Linux and ns-3) bounds what a
+    /// recovery sends, with limited transmit (RFC 3042) before it; false = RFC 6582 window inflation.
+    /// No effect with SACK. Optional, default true (the scenario schema's default too).
+    #[serde(default = "yes")]
+    pub prr: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn one() -> f64 {

@@ -2,7 +2,7 @@
 //! counters and run statistics as the columnar JSON of docs/engine-contract.md.
 use crate::config::SampleFlows;
 use crate::net::channel::Channel;
-use crate::net::NetStats;
+use crate::net::{NetStats, ROUTE_END};
 use crate::topo::Network;
 use crate::transport::Flow;
 use crate::units::Ps;
@@ -101,6 +101,7 @@ pub(crate) struct OutputParts<'a> {
     pub(crate) flows: &'a [Flow],
     pub(crate) net: &'a Network,
     pub(crate) channels: &'a [Channel],
+    pub(crate) routes: &'a [u32],
     pub(crate) vm_names: &'a [String],
     pub(crate) sampler: &'a Sampler,
     pub(crate) stats: &'a NetStats,
@@ -130,7 +131,7 @@ pub(crate) fn output(o: &OutputParts<'_>) -> Value {
         "retransmits": fl.iter().map(|f| f.snd.retransmits).collect::<Vec<_>>(),
         "timeouts": fl.iter().map(|f| f.snd.timeouts).collect::<Vec<_>>(),
         "spurious_retransmits": fl.iter().map(|f| f.rcv.spurious).collect::<Vec<_>>(),
-        "route": fl.iter().map(|f| f.info.route_data.iter().map(chname).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        "route": fl.iter().map(|f| o.routes[f.info.route_data as usize..].iter().take_while(|&&c| c != ROUTE_END).map(chname).collect::<Vec<_>>()).collect::<Vec<_>>(),
         "change_acked_bytes": fl.iter().map(|f| f.info.change_acked.clone()).collect::<Vec<_>>(),
     });
     let cs = &o.net.channels;

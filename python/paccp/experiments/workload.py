@@ -8,7 +8,8 @@ Each writes ``DIR/<id>/summary.json``, ``table.md``, ``fct_norm.png``/``meet_rat
 Setups (SPEC sections 7-8; choices the paper leaves open are marked *ours*):
 
 - Fabric: leaf-spine 6 x 5, 40 hosts per rack, 10/40 Gb/s, 100/400-packet drop-tail, per-flow ECMP.
-  ``--quick``: 3 leaves x 2 spines x 16 hosts (same 2:1 host-to-uplink ratio), shorter run, fewer loads.
+  ``--quick``: 3 leaves x 2 spines x 16 hosts (same 2:1 host-to-uplink ratio), shorter run, fewer loads;
+  a smoke test: the paper statements are listed but not judged (holds = None).
 - Load = offered inter-rack traffic / total leaf-to-spine capacity (``leaves * spines * 40 Gb/s``).
   Flows arrive (Poisson) from 0 until the end of the measurement window; the run then goes on for a drain
   period so that late flows can finish. Flows starting in the warm-up are excluded.
@@ -65,6 +66,10 @@ RCOS_FULL = (1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 RCOS_QUICK = (1.0, 3.0)
 RCOS_LOADS_FULL = (0.3, 0.5, 0.7)
 RCOS_LOADS_QUICK = (0.3, 0.7)
+SMOKE_NOTE = (
+    "--quick is a smoke test (3x2x16 hosts, 30 ms of arrivals, one seed): no paper comparison "
+    "(holds = n/a); the paper's effects need the full run (or --duration 150ms on the paper fabric)"
+)
 FULL_SEEDS = 3  # seeds opts.seed .. opts.seed + FULL_SEEDS - 1 (quick: one seed)
 
 VBP_PAIRS = {"be": ("0bit", 1.0), "ds": ("0bit", 2.0), "mrg": ("5Gbit", 2.0)}
@@ -498,6 +503,11 @@ def _run_prepared(
     keys = ("workload", "load", "rcos") if spec.kind == "rcos" else ("workload", "load")
     rows = aggregate(results, keys)
     checks = checks_rcos(rows) if spec.kind == "rcos" else checks_price(spec, rows)
+    if opts.quick:
+        # A smoke test: the scaled-down fabric and 30 ms of arrivals do not reproduce the full run's
+        # effects reliably (fig8 seeds 1-3 at 80 %: DS/BE 1.08, and 0.7-1.0 with 60 ms), so the paper
+        # statements are shown with our numbers but not judged.
+        checks = [dict(c, holds=None) for c in checks]
     size = _size(opts)
     summary = {
         "kind": "experiment",
@@ -517,6 +527,7 @@ def _run_prepared(
         },
         "loads": rows,
         "checks": checks,
+        **({"smoke_test": SMOKE_NOTE} if opts.quick else {}),
         "points": len(results),
         "points_from_cache": sum(1 for r in results if r.get("cached")),
         "wall_s_points": round(sum(float(r.get("wall_s", 0.0)) for r in results), 3),
@@ -526,6 +537,8 @@ def _run_prepared(
     write_table(summary, out)
     if show:
         print_table(summary)
+        if opts.quick:
+            print(f"{spec.id}: {SMOKE_NOTE}")
     return summary
 
 

@@ -11,14 +11,15 @@ use crate::sack::SackOpt;
 pub struct Pkt {
     /// Flow index.
     pub flow: u32,
-    /// Index in the route of the channel the packet is on.
-    pub hop: u16,
+    /// Position in the simulation's flat route table of the channel the packet is on (the next
+    /// channel is at `pos + 1`; [`ROUTE_END`] ends a route), so forwarding never reads the flow.
+    pub pos: u32,
     /// ACK (true) or data (false).
     pub is_ack: bool,
     /// Class / mark (0 by default): selects the level of a strict-priority queue or a shaper class.
     pub class: u8,
-    /// Size on the wire (bytes).
-    pub size: u32,
+    /// Size on the wire (bytes; the MTU is at most 65,535).
+    pub size: u16,
     /// Data: segment number; ACK: cumulative next expected segment.
     pub seq: u64,
     /// Data: send time (ps); ACK: echoed send time of the segment that triggered it.
@@ -26,6 +27,9 @@ pub struct Pkt {
     /// ACK only, with `transport.sack`: the SACK blocks (relative to `seq`).
     pub(crate) sack: SackOpt,
 }
+
+/// Ends a route in the flat route table.
+pub const ROUTE_END: u32 = u32::MAX;
 
 /// What a queue discipline may classify a packet by: its class (mark) and the VM of its flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +58,6 @@ pub(crate) struct NetStats {
 mod tests {
     #[test]
     fn a_packet_stays_small() {
-        assert!(std::mem::size_of::<super::Pkt>() <= 40);
+        assert_eq!(std::mem::size_of::<super::Pkt>(), 40);
     }
 }

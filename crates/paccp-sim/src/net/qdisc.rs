@@ -174,10 +174,10 @@ pub(crate) mod tests {
     use super::*;
     use crate::sack::SackOpt;
 
-    pub(crate) fn pkt(flow: u32, class: u8, size: u32) -> Pkt {
+    pub(crate) fn pkt(flow: u32, class: u8, size: u16) -> Pkt {
         Pkt {
             flow,
-            hop: 0,
+            pos: 0,
             is_ack: false,
             class,
             size,

@@ -11,7 +11,7 @@ use crate::host::{PerVm, VmInfo};
 use crate::metrics::Sampler;
 use crate::net::channel::Channel;
 use crate::net::qdisc::{limits, Prio, Sched};
-use crate::net::NetStats;
+use crate::net::{NetStats, ROUTE_END};
 use crate::rng::stream;
 use crate::topo::{Network, Router};
 use crate::transport::{Flow, FlowInfo, Params};
@@ -66,8 +66,11 @@ fn params(sc: &Scenario) -> Result<Params> {
         ));
     }
     nonzero("packet.ack_bytes", p.ack_bytes)?;
-    if p.mtu_bytes > u32::MAX as u64 || p.ack_bytes > u32::MAX as u64 {
-        return Err(EngineError::invalid("packet.mtu_bytes", "is too large"));
+    if p.mtu_bytes > u16::MAX as u64 {
+        return Err(EngineError::invalid("packet.mtu_bytes", "must be <= 65535"));
+    }
+    if p.ack_bytes > u16::MAX as u64 {
+        return Err(EngineError::invalid("packet.ack_bytes", "must be <= 65535"));
     }
     let t = &sc.transport;
     positive("transport.init_cwnd_pkts".into(), t.init_cwnd_pkts)?;
@@ -114,6 +117,7 @@ fn params(sc: &Scenario) -> Result<Params> {
         sack: t.sack,
         backpressure: t.host_backpressure,
         host_fq: t.host_fq_pkts,
+        prr: t.prr,
     })
 }
 
@@ -233,6 +237,15 @@ impl Simulation {
                 omega: v.omega,
             });
         }
+        if !matches!(
+            sc.queues.switch,
+            QdiscCfg::DropTail | QdiscCfg::StrictPriority { .. }
+        ) {
+            return Err(EngineError::invalid(
+                "queues.switch.kind",
+                "must be drop_tail or strict_priority (per_vm and shaper are host egress stages)",
+            ));
+        }
         let host_q = qdisc("queues.host", &sc.queues.host, reg, &vm_info, &vm_ids)?;
         let switch_q = qdisc("queues.switch", &sc.queues.switch, reg, &vm_info, &vm_ids)?;
         let sizes = (sc.packet.mtu_bytes, sc.packet.ack_bytes);
@@ -260,6 +273,7 @@ impl Simulation {
             nic_turn: None,
             finished: Vec::new(),
             flows: Vec::new(),
+            routes: Vec::new(),
             cc,
             net,
             router,
@@ -310,6 +324,12 @@ impl Simulation {
                     Some(id)
                 }
             };
+            if fc.changes.len() > u16::MAX as usize {
+                return Err(EngineError::invalid(
+                    format!("{f}.changes"),
+                    "at most 65535 changes",
+                ));
+            }
             let mut last = 0;
             for (j, c) in fc.changes.iter().enumerate() {
                 positive(format!("{f}.changes[{j}].omega"), c.omega)?;
@@ -385,7 +405,7 @@ impl Simulation {
                     Ps::from_ns(c.at_ns).0,
                     Ev::Change {
                         flow: idx,
-                        idx: j as u32,
+                        idx: j as u16,
                     },
                 );
             }
@@ -415,23 +435,33 @@ impl Simulation {
         }
         let hash = self.ecmp.next_u64();
         let no_path = || EngineError::invalid(field, "no path between its src and dst");
-        let (route_data, route_ack) = match nf.same_path_as {
+        let (data_at, ack_at) = match nf.same_path_as {
+            // A subflow on its sibling's path shares its routes in the flat table.
             Some(j) => {
                 let o = &self.flows[j as usize].info;
-                (o.route_data.clone(), o.route_ack.clone())
+                (o.route_data as usize, o.route_ack as usize)
             }
-            None => (
-                self.router
+            None => {
+                let route_data = self
+                    .router
                     .route(&self.net, nf.src, nf.dst, hash)
-                    .ok_or_else(no_path)?,
-                self.router
+                    .ok_or_else(no_path)?;
+                let route_ack = self
+                    .router
                     .route(&self.net, nf.dst, nf.src, hash)
-                    .ok_or_else(no_path)?,
-            ),
+                    .ok_or_else(no_path)?;
+                let data_at = self.routes.len();
+                if data_at + route_data.len() + route_ack.len() + 2 >= ROUTE_END as usize {
+                    return Err(EngineError::invalid(field, "too many routes"));
+                }
+                self.routes.extend(&route_data);
+                self.routes.push(ROUTE_END);
+                let ack_at = self.routes.len();
+                self.routes.extend(&route_ack);
+                self.routes.push(ROUTE_END);
+                (data_at, ack_at)
+            }
         };
-        if route_data.len() > u16::MAX as usize {
-            return Err(EngineError::invalid(field, "route too long"));
-        }
         let idx = self.flows.len() as u32;
         self.sampler.add_flow(idx, nf.size);
         let nchanges = nf.changes.len();
@@ -443,8 +473,8 @@ impl Simulation {
             vm: nf.vm,
             size: nf.size,
             start: nf.start,
-            route_data,
-            route_ack,
+            route_data: data_at as u32,
+            route_ack: ack_at as u32,
             theta0: nf.theta,
             omega0: nf.omega,
             changes: nf.changes,

@@ -30,15 +30,16 @@ impl Flow {
         let size = payload + cx.p.header as u32;
         let pkt = Pkt {
             flow: idx,
-            hop: 0,
+            pos: self.info.route_data,
             is_ack: false,
             class: s.class,
-            size,
+            size: size as u16,
             seq: seg,
             ts: cx.now(),
             sack: SackOpt::NONE,
         };
-        cx.inject(pkt, self.info.route_data[0], key);
+        let ch = cx.routes[self.info.route_data as usize];
+        cx.inject(pkt, ch, key);
         let next = cx.now() + Bps(rate).tx_time(Bytes(size as u64)).0;
         cx.schedule(next, Ev::CbrSend { flow: idx });
     }

@@ -8,8 +8,10 @@
 //!   acknowledges out-of-order or duplicate segments at once; with `delayed_ack` it acknowledges every
 //!   second in-order segment or on the timeout.
 //! - The sender ([`sender`]): fast retransmit after `dupack_threshold` duplicate ACKs, then NewReno
-//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675); RTO per RFC 6298 with
-//!   exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
+//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675); with `prr` (the default, as
+//!   Linux and ns-3) what a NewReno recovery sends is bounded by Proportional Rate Reduction ([`prr`],
+//!   RFC 6937) instead of RFC 6582's window inflation (the SACK recovery keeps RFC 6675's pipe < cwnd);
+//!   RTO per RFC 6298 with exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
 //!   ([`crate::cc`]).
 //!
 //! Handlers reach the rest of the engine only through a [`Ctx`]: the clock and the event queue, the
@@ -22,10 +24,12 @@
 //! buffer. A subflow's sender is unchanged; [`crate::cc::CcCtx::peers`] carries its siblings' windows
 //! to a coupled controller.
 pub(crate) mod cbr;
+pub(crate) mod prr;
 pub(crate) mod receiver;
 pub(crate) mod sack_recovery;
 pub(crate) mod sender;
 
+use self::prr::{Prr, RenoSacks};
 use crate::cc::{AnyController, Policy, Window};
 use crate::config::ChangeCfg;
 use crate::event::{Ev, EventQueue};
@@ -50,6 +54,8 @@ pub(crate) struct Params {
     pub(crate) sack: bool,
     pub(crate) backpressure: bool,
     pub(crate) host_fq: u32,
+    /// NewReno: Proportional Rate Reduction in recovery, limited transmit before it ([`prr`]).
+    pub(crate) prr: bool,
 }
 
 /// What a transport handler may do besides changing its own flow.
@@ -58,6 +64,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) channels: &'a mut [Channel],
     pub(crate) stats: &'a mut NetStats,
     pub(crate) p: &'a Params,
+    /// The flat route table (see [`Pkt::pos`]).
+    pub(crate) routes: &'a [u32],
     /// Host backpressure: the flow whose turn it is to put one segment into its NIC queue.
     pub(crate) nic_turn: &'a mut Option<u32>,
     /// Flows that finished during this handler (the simulation updates their VMs afterwards).
@@ -103,8 +111,9 @@ pub(crate) struct FlowInfo {
     pub(crate) vm: Option<u32>,
     pub(crate) size: Option<u64>,
     pub(crate) start: u64,
-    pub(crate) route_data: Vec<u32>,
-    pub(crate) route_ack: Vec<u32>,
+    /// Offsets of the data and ACK routes in the flat route table.
+    pub(crate) route_data: u32,
+    pub(crate) route_ack: u32,
     /// Initial pair (before a VBP split), reported in the output.
     pub(crate) theta0: u64,
     pub(crate) omega0: f64,
@@ -161,6 +170,10 @@ pub(crate) struct Sender {
     pub(crate) rtx_marks: VecDeque<(u64, u64)>,
     /// SACK recovery: retransmissions found lost, to be sent again first.
     pub(crate) relost: VecDeque<u64>,
+    /// The current recovery's PRR state (with `prr`).
+    pub(crate) prr: Prr,
+    /// NewReno: duplicate ACKs counted as delivered, lost head (with `prr`).
+    pub(crate) reno: RenoSacks,
     /// Waiting for room in its NIC queue (host backpressure).
     pub(crate) blocked: bool,
     /// Host fair queuing: serialisation ends of the flow's last data packets at its NIC (oldest first).
@@ -183,7 +196,7 @@ pub(crate) struct Receiver {
     /// Data segments that arrived when the receiver already had them.
     pub(crate) spurious: u64,
     pub(crate) delack_pending: u32,
-    pub(crate) delack_gen: u32,
+    pub(crate) delack_gen: u16,
     pub(crate) delack_ts: u64,
 }
 
@@ -229,6 +242,8 @@ impl Flow {
                 rtx_ptr: 0,
                 rtx_marks: VecDeque::new(),
                 relost: VecDeque::new(),
+                prr: Prr::default(),
+                reno: RenoSacks::default(),
                 blocked: false,
                 nic_done: VecDeque::new(),
                 fq_wake: false,

@@ -64,7 +64,7 @@ impl Flow {
     }
 
     /// The delayed-ACK timer of generation `gen` fired.
-    pub(crate) fn delack_fire(&mut self, idx: u32, gen: u32, cx: &mut Ctx<'_>) {
+    pub(crate) fn delack_fire(&mut self, idx: u32, gen: u16, cx: &mut Ctx<'_>) {
         if self.rcv.delack_gen == gen && self.rcv.delack_pending > 0 {
             let ts = self.rcv.delack_ts;
             self.send_ack(idx, ts, cx);
@@ -89,15 +89,15 @@ impl Flow {
         }
         let pkt = Pkt {
             flow: idx,
-            hop: 0,
+            pos: self.info.route_ack,
             is_ack: true,
             class: self.snd.class,
-            size: cx.p.ack_bytes as u32,
+            size: cx.p.ack_bytes as u16,
             seq: r.rcv_nxt,
             ts,
             sack,
         };
-        let ch = self.info.route_ack[0];
+        let ch = cx.routes[self.info.route_ack as usize];
         cx.inject(pkt, ch, key);
     }
 }

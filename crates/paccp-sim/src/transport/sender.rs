@@ -1,5 +1,6 @@
 //! The TCP sender: sending within the window, the NIC gate (host backpressure, host fair queuing),
 //! ACK processing with NewReno recovery, and the retransmission timer.
+use super::prr::{Prr, RenoSacks};
 use super::{Ctx, Flow, Sender};
 use crate::cc::{CcCtx, Controller};
 use crate::event::Ev;
@@ -37,15 +38,15 @@ impl Flow {
         }
         let pkt = Pkt {
             flow: idx,
-            hop: 0,
+            pos: self.info.route_data,
             is_ack: false,
             class: s.class,
-            size: payload + cx.p.header as u32,
+            size: (payload + cx.p.header as u32) as u16,
             seq: seg,
             ts: cx.now(),
             sack: SackOpt::NONE,
         };
-        let ch = self.info.route_data[0];
+        let ch = cx.routes[self.info.route_data as usize];
         cx.inject(pkt, ch, key);
         let host_fq = cx.p.host_fq as usize;
         if host_fq > 0 {
@@ -93,7 +94,7 @@ impl Flow {
         }
         let size = cx.p.mss + cx.p.header;
         let key = self.qkey();
-        let ch = self.info.route_data[0];
+        let ch = cx.routes[self.info.route_data as usize];
         let c = &mut cx.channels[ch as usize];
         c.advance_for(cx.q.now, cx.q.cur_from);
         if c.has_room(size, key) {
@@ -122,17 +123,26 @@ impl Flow {
             self.arm_rto_if_idle(idx, cx);
             return;
         }
+        if cx.p.prr && !cx.p.sack && self.snd.in_recovery {
+            self.try_send_reno_prr(idx, cx);
+            self.arm_rto_if_idle(idx, cx);
+            return;
+        }
         loop {
             let s = &mut self.snd;
             if cx.p.sack {
                 // After a timeout, go-back-N skips what the scoreboard says the receiver holds.
                 s.snd_nxt = s.sacked.next_gap(s.snd_nxt);
             }
-            let wnd = (s.win.cwnd.floor().max(1.0) as u64).saturating_add(if s.in_recovery {
-                s.inflate
+            // NewReno with PRR: limited transmit (as Linux), duplicate-ACKed segments are not in flight.
+            let left = if cx.p.prr && !cx.p.sack {
+                s.reno.dup
             } else {
                 0
-            });
+            };
+            let wnd = (s.win.cwnd.floor().max(1.0) as u64)
+                .saturating_add(if s.in_recovery { s.inflate } else { 0 })
+                .saturating_add(left);
             if s.snd_nxt >= s.nsegs || s.snd_nxt - s.snd_una >= wnd || !self.nic_room(idx, cx) {
                 break;
             }
@@ -141,6 +151,33 @@ impl Flow {
             self.send_segment(idx, seg, cx);
         }
         self.arm_rto_if_idle(idx, cx);
+    }
+
+    /// NewReno recovery with PRR: the lost head first (a fast retransmission, not held back by the NIC
+    /// gate), then new data, while the pipe is below the PRR window.
+    fn try_send_reno_prr(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        loop {
+            let s = &self.snd;
+            if !s.prr.may_send(s.reno.pipe(s.snd_nxt - s.snd_una)) {
+                break;
+            }
+            if s.reno.head_lost {
+                let s = &mut self.snd;
+                s.reno.head_lost = false;
+                s.prr.out += 1;
+                let u = s.snd_una;
+                self.send_segment(idx, u, cx);
+                continue;
+            }
+            if s.snd_nxt >= s.nsegs || !self.nic_room(idx, cx) {
+                break;
+            }
+            let s = &mut self.snd;
+            s.prr.out += 1;
+            let seg = s.snd_nxt;
+            s.snd_nxt += 1;
+            self.send_segment(idx, seg, cx);
+        }
     }
 
     fn arm_rto_if_idle(&mut self, idx: u32, cx: &mut Ctx<'_>) {
@@ -184,6 +221,7 @@ impl Flow {
         s.in_recovery = false;
         s.inflate = 0;
         s.dupacks = 0;
+        s.reno = RenoSacks::default();
         s.recover = s.high_tx;
         s.snd_nxt = s.snd_una;
         // The scoreboard is kept (the receiver never discards SACKed data), like Linux.
@@ -221,11 +259,26 @@ impl Flow {
             }
             rtt_sample(s, (now - pkt.ts) as f64 / 1000.0, p.min_rto, p.max_rto);
             let mut retransmit = false;
+            // NewReno with PRR: the segments this ACK delivered (PRR's DeliveredData).
+            let delivered = if p.prr && !sack {
+                s.reno.on_cum_ack(newly)
+            } else {
+                newly
+            };
             if s.in_recovery {
                 if ack >= s.recover {
                     s.in_recovery = false;
                     s.inflate = 0;
+                    s.reno = RenoSacks::default();
                     s.win.cwnd = s.win.ssthresh;
+                } else if !sack && p.prr {
+                    // RFC 6582 step 3 (as ns-3): a partial ACK retransmits the new first unacknowledged
+                    // segment at once (counted in PRR's prr_out); PRR bounds the new data.
+                    let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
+                    let ss = s.win.ssthresh;
+                    s.prr.on_ack(delivered, pipe, ss, false);
+                    s.prr.out += 1;
+                    retransmit = true;
                 } else if !sack {
                     s.inflate = s.inflate.saturating_sub(newly) + 1;
                     retransmit = true;
@@ -269,6 +322,8 @@ impl Flow {
                 } else if self.sack_should_recover(p.dupthresh) {
                     self.enter_sack_recovery(idx, cx);
                 }
+            } else if p.prr {
+                self.reno_prr_dupack(idx, cx);
             } else if s.in_recovery {
                 s.inflate += 1;
                 self.try_send(idx, cx);
@@ -286,6 +341,36 @@ impl Flow {
                 self.try_send(idx, cx);
             }
         }
+    }
+}
+
+impl Flow {
+    /// A duplicate ACK without SACK, with PRR: counted as one delivered segment; the third one starts a
+    /// recovery (unless `snd_una` is still below the last recovery point, RFC 6582's careful variant),
+    /// the others send what PRR (in recovery) or limited transmit (before it) allows.
+    fn reno_prr_dupack(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        let p = cx.p;
+        let s = &mut self.snd;
+        let delivered = s.reno.on_dupack(s.snd_nxt - s.snd_una);
+        if !s.in_recovery && s.dupacks == p.dupthresh && s.snd_una >= s.recover {
+            let ctx = self.cc_ctx(cx.now(), p.mss);
+            let s = &mut self.snd;
+            let prior = s.win.cwnd;
+            s.cc.on_loss(&mut s.win, &ctx);
+            s.recover = s.high_tx;
+            s.in_recovery = true;
+            s.prr = Prr::start(prior);
+            s.reno.head_lost = true;
+            let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
+            let ss = s.win.ssthresh;
+            s.prr.on_ack(delivered.max(1), pipe, ss, false);
+            self.arm_rto(idx, cx);
+        } else if s.in_recovery {
+            let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
+            let ss = s.win.ssthresh;
+            s.prr.on_ack(delivered, pipe, ss, false);
+        }
+        self.try_send(idx, cx);
     }
 }
 

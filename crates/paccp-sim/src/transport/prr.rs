@@ -1,0 +1,175 @@
+//! Proportional Rate Reduction (RFC 6937) as Linux does it (`tcp_cwnd_reduction`), and the NewReno
+//! recovery built on it (Linux's `tcp_add_reno_sack` / `tcp_remove_reno_sacks` / `tcp_newreno_mark_lost`).
+//!
+//! During a recovery the sender may have at most `cwnd` segments in the pipe, where on every ACK that
+//! delivered data `cwnd = pipe + sndcnt` and
+//! - while `pipe > ssthresh`: `sndcnt = ceil(prr_delivered * ssthresh / RecoverFS) - prr_out`
+//!   (proportional: about `ssthresh / RecoverFS` segments sent per segment delivered);
+//! - else (slow-start reduction bound, PRR-SSRB): `sndcnt = min(ssthresh - pipe,
+//!   max(prr_delivered - prr_out, delivered) [+ 1 if snd_una advanced and no new loss was marked])`;
+//! - the first ACK of a recovery may always send one segment (the fast retransmission).
+//!
+//! `RecoverFS` is the window before the decrease (Linux's `prior_cwnd`). An ACK that delivers nothing
+//! leaves `cwnd` unchanged. At the end of the recovery `cwnd = ssthresh` (Linux, ns-3), which PRR has
+//! already brought the pipe to, so there is no burst.
+//!
+//! NewReno (no SACK) counts every duplicate ACK as one delivered segment ("reno SACK"), at most the
+//! outstanding segments but one; a partial ACK delivers `max(1, newly - dupACKed)` segments, removes
+//! `newly - 1` counted duplicates and marks the new first unacknowledged segment lost; the pipe is the
+//! outstanding segments, minus the duplicate-ACKed ones, minus a lost head not yet retransmitted.
+//! Outside recovery the duplicate-ACKed segments do not count in flight either, which is RFC 3042's
+//! limited transmit as Linux does it. Used by the NewReno sender (`sack` false) when `prr` is on.
+
+/// PRR state of one recovery.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Prr {
+    /// Segments delivered to the receiver since the recovery began (`prr_delivered`).
+    pub(crate) delivered: u64,
+    /// Segments sent since the recovery began (`prr_out`).
+    pub(crate) out: u64,
+    /// The window before the decrease (RFC 6937 `RecoverFS`, Linux `prior_cwnd`), at least 1.
+    pub(crate) recover_fs: f64,
+    /// The recovery's current window: the sender sends while its pipe is below it.
+    pub(crate) cwnd: u64,
+}
+
+impl Prr {
+    /// A new recovery from a window of `prior_cwnd` segments.
+    pub(crate) fn start(prior_cwnd: f64) -> Prr {
+        Prr {
+            delivered: 0,
+            out: 0,
+            recover_fs: prior_cwnd.max(1.0),
+            cwnd: 0,
+        }
+    }
+
+    /// One ACK during the recovery: `delivered` segments newly delivered (cumulatively or selectively
+    /// acknowledged), `pipe` segments in flight, `ssthresh` the target window; `una_advanced_no_loss`:
+    /// the ACK advanced `snd_una` and marked no new segment lost. Sets the recovery's window.
+    pub(crate) fn on_ack(
+        &mut self,
+        delivered: u64,
+        pipe: u64,
+        ssthresh: f64,
+        una_advanced_no_loss: bool,
+    ) {
+        if delivered == 0 {
+            return;
+        }
+        self.delivered += delivered;
+        let ss = ssthresh.max(1.0);
+        let out = self.out as i64;
+        let sndcnt = if pipe as f64 > ss {
+            (self.delivered as f64 * ss / self.recover_fs).ceil() as i64 - out
+        } else {
+            let mut limit = (self.delivered as i64 - out).max(delivered as i64);
+            if una_advanced_no_loss {
+                limit += 1;
+            }
+            limit.min((ss - pipe as f64).floor() as i64)
+        };
+        let sndcnt = sndcnt.max(i64::from(self.out == 0));
+        self.cwnd = pipe + sndcnt.max(0) as u64;
+    }
+
+    /// Whether one more segment may be sent with `pipe` segments in flight.
+    #[inline]
+    pub(crate) fn may_send(&self, pipe: u64) -> bool {
+        pipe < self.cwnd
+    }
+}
+
+/// NewReno's duplicate-ACK bookkeeping (Linux's emulated SACK for connections without SACK).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RenoSacks {
+    /// Duplicate ACKs counted as delivered segments (Linux `sacked_out`).
+    pub(crate) dup: u64,
+    /// The first unacknowledged segment is marked lost and not yet retransmitted.
+    pub(crate) head_lost: bool,
+}
+
+impl RenoSacks {
+    /// A duplicate ACK with `outstanding` segments unacknowledged: the segments it delivered (0 or 1).
+    pub(crate) fn on_dupack(&mut self, outstanding: u64) -> u64 {
+        let holes = 1; // at least the first unacknowledged segment is missing
+        if self.dup + holes < outstanding {
+            self.dup += 1;
+            1
+        } else {
+            0
+        }
+    }
+
+    /// A cumulative ACK of `newly` segments: the segments it delivered (at least 1).
+    pub(crate) fn on_cum_ack(&mut self, newly: u64) -> u64 {
+        let delivered = newly.saturating_sub(self.dup).max(1);
+        self.dup = self.dup.saturating_sub(newly.saturating_sub(1));
+        delivered
+    }
+
+    /// The pipe of a NewReno sender with `outstanding` segments unacknowledged.
+    pub(crate) fn pipe(&self, outstanding: u64) -> u64 {
+        outstanding.saturating_sub(self.dup + u64::from(self.head_lost))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proportional_phase_sends_about_half_of_what_is_delivered() {
+        // Reno: RecoverFS 100, ssthresh 50; 40 segments delivered while the pipe stays above ssthresh.
+        let mut p = Prr::start(100.0);
+        let mut sent = 0;
+        let mut pipe = 99; // one segment lost, 99 in flight
+        for k in 0..40 {
+            pipe -= 1; // one delivered
+            p.on_ack(1, pipe, 50.0, false);
+            while p.may_send(pipe) {
+                pipe += 1;
+                p.out += 1;
+                sent += 1;
+            }
+            assert_eq!(sent, (k + 1u64).div_ceil(2), "after {} deliveries", k + 1);
+        }
+        assert_eq!(sent, 20);
+    }
+
+    #[test]
+    fn first_ack_may_always_send_the_fast_retransmission() {
+        let mut p = Prr::start(10.0);
+        p.on_ack(1, 9, 5.0, false);
+        assert!(p.may_send(9));
+        assert!(!p.may_send(10));
+    }
+
+    #[test]
+    fn slow_start_reduction_bound_refills_to_ssthresh_at_most() {
+        // The pipe fell far below ssthresh (many losses): sending grows like slow start, never above it.
+        let mut p = Prr::start(20.0);
+        p.out = 1;
+        p.delivered = 0;
+        p.on_ack(3, 2, 10.0, false);
+        assert_eq!(p.cwnd, 2 + 3);
+        p.on_ack(30, 2, 10.0, true);
+        assert_eq!(p.cwnd, 10);
+    }
+
+    #[test]
+    fn reno_sacks_count_dupacks_and_remove_them_on_a_partial_ack() {
+        let mut r = RenoSacks::default();
+        for _ in 0..5 {
+            assert_eq!(r.on_dupack(10), 1);
+        }
+        assert_eq!(r.pipe(10), 5);
+        // A partial ACK of 3 segments: 1 hole + 2 counted duplicates.
+        assert_eq!(r.on_cum_ack(3), 1);
+        assert_eq!(r.dup, 3);
+        // Never more than outstanding - 1.
+        let mut r = RenoSacks::default();
+        let got: u64 = (0..10).map(|_| r.on_dupack(4)).sum();
+        assert_eq!(got, 3);
+    }
+}

@@ -1,0 +1,140 @@
+"""The engine's side of the cross-check: a neutral scenario as engine JSON (docs/engine-contract.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from paccp import engine
+from paccp.crosscheck.scenarios import MSS, Scenario
+
+
+def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
+    """The engine input matched to ns-3's wire sizes (1502-byte packets, 54-byte ACKs; see scenarios)."""
+    tr: dict[str, Any] = {
+        "init_cwnd_pkts": 10.0,
+        "min_rto_ns": 200_000_000,
+        "initial_rto_ns": 1_000_000_000,
+        "max_rto_ns": 60_000_000_000,
+        "delayed_ack": sc.delayed_ack,
+        "delayed_ack_timeout_ns": 40_000_000,
+        "dupack_threshold": 3,
+        "sack": sc.sack,
+        "host_backpressure": False,
+        "host_fq_pkts": 0,
+    }
+    if prr is not None:
+        tr["prr"] = prr
+    return {
+        "seed": 1,
+        "duration_ns": sc.duration_ns,
+        "packet": {"mtu_bytes": MSS + 54, "header_bytes": 54, "ack_bytes": 54},
+        "transport": tr,
+        "cc": {"kind": "reno", "min_cwnd_pkts": 1.0},
+        "topology": {
+            "kind": "explicit",
+            "nodes": [{"name": h, "kind": "host"} for h in sc.hosts]
+            + [{"name": s, "kind": "switch"} for s in sc.switches],
+            "links": [
+                {
+                    "a": ln.a,
+                    "b": ln.b,
+                    "rate_bps": ln.rate_bps,
+                    "delay_ns": ln.delay_ns,
+                    "buffer": {"packets": ln.buffer_pkts},
+                }
+                for ln in sc.links
+            ],
+            "nic_buffer": {"packets": sc.nic_pkts},
+        },
+        "routing": {"kind": "ecmp"},
+        "vms": [],
+        "flows": [
+            {
+                "id": f.id,
+                "src": f.src,
+                "dst": f.dst,
+                "size_bytes": f.size_bytes,
+                "start_ns": f.start_ns,
+                "theta_bps": 0,
+                "omega": 1.0,
+                "vm": None,
+                "label": "BE",
+                "changes": [],
+            }
+            for f in sc.flows
+        ],
+        "arrivals": [],
+        "sampling": {"interval_ns": 1_000_000, "flows": "long_lived", "cwnd": False},
+    }
+
+
+def run_engine(sc: Scenario, prr: bool | None = None) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """Run on the engine; returns (neutral result, node path per flow) like :mod:`.ns3_run`'s output."""
+    res = engine.run(engine_json(sc, prr))
+    acked = res.samples.acked_bytes
+    iv = res.samples.interval_ns
+    first, last = -(-sc.warmup_ns // iv), sc.duration_ns // iv
+    sampled = {fid: i for i, fid in enumerate(res.samples.flow_ids)}
+    flows, paths = [], {}
+    for r in res.flows.to_pylist():
+        hops = [c.split("->") for c in r["route"]]
+        paths[r["id"]] = [hops[0][0]] + [b for _a, b in hops]
+        win = int(sum(acked[sampled[r["id"]]][first:last])) if r["id"] in sampled else None
+        flows.append(
+            {
+                "id": r["id"],
+                "size_bytes": r["size_bytes"],
+                "start_ns": r["start_ns"],
+                "fct_ns": r["finish_ns"] - r["start_ns"] if r["finish_ns"] is not None else None,
+                "retransmits": r["retransmits"],
+                "timeouts": r["timeouts"],
+                "spurious": r["spurious_retransmits"],
+                "acked_window_bytes": win,
+            }
+        )
+    channels = {c["name"]: {"drops": c["drops"], "tx_bytes": c["tx_bytes"]} for c in res.channels.to_pylist()}
+    return {"flows": flows, "channels": channels}, paths
+
+
+def ns3_spec(sc: Scenario, paths: dict[str, list[str]]) -> dict[str, Any]:
+    """The ns-3 runner's input: the same topology and flows, with the engine's routes."""
+    hosts = set(sc.hosts)
+
+    def q(ln: Any, frm: str) -> int:
+        return sc.nic_pkts if frm in hosts else int(ln.buffer_pkts)
+
+    return {
+        "nodes": sc.hosts + sc.switches,
+        "hosts": sc.hosts,
+        "links": [
+            {
+                "a": ln.a,
+                "b": ln.b,
+                "rate_bps": ln.rate_bps,
+                "delay_ns": ln.delay_ns,
+                "queue_ab_pkts": q(ln, ln.a),
+                "queue_ba_pkts": q(ln, ln.b),
+            }
+            for ln in sc.links
+        ],
+        "flows": [
+            {
+                "id": f.id,
+                "src": f.src,
+                "dst": f.dst,
+                "size_bytes": f.size_bytes,
+                "start_ns": f.start_ns,
+                "path": paths[f.id],
+            }
+            for f in sc.flows
+        ],
+        "tcp": {
+            "sack": sc.sack,
+            "mss": MSS,
+            "min_rto_ns": 200_000_000,
+            "init_cwnd": 10,
+            "delayed_ack": sc.delayed_ack,
+        },
+        "duration_ns": sc.duration_ns,
+        "warmup_ns": sc.warmup_ns,
+    }

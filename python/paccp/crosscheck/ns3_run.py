@@ -1,0 +1,262 @@
+"""Run one cross-check scenario on ns-3 (the ``ns3`` wheel's Python bindings, C++ callbacks via cppyy).
+
+Usage (a subprocess of :mod:`paccp.crosscheck.run`, because importing ns-3 takes tens of seconds and the
+simulator keeps global state): ``python -m paccp.crosscheck.ns3_run SPEC.json OUT.json``.
+
+The topology is built link by link from the neutral spec (:mod:`paccp.crosscheck.scenarios`):
+point-to-point links (``DataRate``, ``Delay``), one ``DropTailQueue`` per direction, **no queue disc**
+(the traffic-control layer's default fq_codel is uninstalled, so a full device queue drops silently,
+counted by the queue's drop counter). ns-3's device queue holds the packets *waiting* to be serialised,
+the engine's limit also counts the one being serialised: an engine buffer of B packets is an ns-3 queue of
+B - 1. Every flow gets its own source and destination /32 address (aliases on the hosts' interfaces) and
+static host routes along the path the engine chose (ACKs take the reverse path), so both simulators use the
+same routes even under ECMP.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+CPP = r"""
+#include "ns3/core-module.h"
+#include "ns3/network-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+#include <vector>
+namespace fxcc {
+using namespace ns3;
+struct Rec {
+    uint64_t size = 0;        // 0 = long-lived
+    double tStart = -1, tConn = -1, tDone = -1;
+    uint64_t highTx = 0, retx = 0, rto = 0, recov = 0, acked = 0, ackedAtWarm = 0, ackedAtEnd = 0;
+    uint64_t newInRecovery = 0, maxNewInRecovery = 0;
+    int state = 0;
+    Ptr<Socket> sock;
+};
+std::vector<Rec> recs;
+std::vector<Ptr<Queue<Packet>>> queues;
+std::vector<uint64_t> qBytesWarm, qBytesEnd;
+
+void Fill(uint32_t i, Ptr<Socket> s, uint32_t) {
+    Rec &r = recs[i];
+    if (r.size != 0) return;
+    while (s->GetTxAvailable() >= 65536) { s->Send(Create<Packet>(65536)); }
+}
+void OnConn(uint32_t i, Ptr<Socket> s) {
+    Rec &r = recs[i];
+    r.tConn = Simulator::Now().GetSeconds();
+    if (r.size > 0) { s->Send(Create<Packet>(r.size)); } else { Fill(i, s, 0); }
+}
+void OnFail(uint32_t i, Ptr<Socket> s) { }
+void OnTx(uint32_t i, Ptr<const Packet> p, const TcpHeader &h, Ptr<const TcpSocketBase> so) {
+    Rec &r = recs[i];
+    uint32_t len = p->GetSize();
+    if (len == 0) return;
+    uint64_t seq = h.GetSequenceNumber().GetValue();
+    if (seq < r.highTx) { r.retx++; }
+    else { if (r.state == 3) { r.newInRecovery++; } r.highTx = seq + len; }
+}
+void OnState(uint32_t i, TcpSocketState::TcpCongState_t o, TcpSocketState::TcpCongState_t n) {
+    Rec &r = recs[i];
+    if (n == TcpSocketState::CA_LOSS && o != TcpSocketState::CA_LOSS) r.rto++;
+    if (n == TcpSocketState::CA_RECOVERY && o != TcpSocketState::CA_RECOVERY) {
+        r.recov++;
+        r.newInRecovery = 0;
+    }
+    if (o == TcpSocketState::CA_RECOVERY && n != TcpSocketState::CA_RECOVERY) {
+        if (r.newInRecovery > r.maxNewInRecovery) r.maxNewInRecovery = r.newInRecovery;
+    }
+    r.state = n;
+}
+void OnRto(uint32_t i, Time, Time) {}
+void OnAck(uint32_t i, SequenceNumber32 o, SequenceNumber32 n) {
+    Rec &r = recs[i];
+    uint64_t a = n.GetValue() > 0 ? n.GetValue() - 1 : 0;
+    r.acked = a;
+    if (r.size > 0 && a >= r.size && r.tDone < 0) {
+        r.tDone = Simulator::Now().GetSeconds();
+        r.sock->Close();
+    }
+}
+void Start(uint32_t i, Ptr<Node> node, Ipv4Address src, Ipv4Address dst, uint16_t port, uint32_t sndbuf) {
+    Rec &r = recs[i];
+    r.tStart = Simulator::Now().GetSeconds();
+    Ptr<Socket> s = Socket::CreateSocket(node, TcpSocketFactory::GetTypeId());
+    r.sock = s;
+    s->SetAttribute("SndBufSize", UintegerValue(sndbuf));
+    s->Bind(InetSocketAddress(src, 0));
+    s->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, i));
+    s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnState, i));
+    s->TraceConnectWithoutContext("HighestRxAck", MakeBoundCallback(&OnAck, i));
+    s->SetConnectCallback(MakeBoundCallback(&OnConn, i), MakeBoundCallback(&OnFail, i));
+    s->SetSendCallback(MakeBoundCallback(&Fill, i));
+    s->Connect(InetSocketAddress(dst, port));
+}
+void Schedule(double t, uint32_t i, Ptr<Node> node, Ipv4Address src, Ipv4Address dst, uint16_t port,
+              uint32_t sndbuf) {
+    recs.resize(std::max<size_t>(recs.size(), i + 1));
+    Simulator::Schedule(Seconds(t), &Start, i, node, src, dst, port, sndbuf);
+}
+void SetSize(uint32_t i, uint64_t size) {
+    recs.resize(std::max<size_t>(recs.size(), i + 1));
+    recs[i].size = size;
+}
+void Snap(int which) {
+    for (auto &r : recs) { if (which == 0) r.ackedAtWarm = r.acked; else r.ackedAtEnd = r.acked; }
+    auto &v = which == 0 ? qBytesWarm : qBytesEnd;
+    v.clear();
+    for (auto &q : queues) {
+        v.push_back(q->GetTotalReceivedBytes() - q->GetTotalDroppedBytes() - q->GetNBytes());
+    }
+}
+void ScheduleSnap(double t, int which) { Simulator::Schedule(Seconds(t), &Snap, which); }
+std::map<Ptr<NetDevice>, uint32_t> devIdx;
+std::vector<uint64_t> ipTx;
+// Without a queue disc the traffic-control layer drops a packet silently when the device queue is stopped
+// (full): no trace fires. Such drops = packets IP handed to the interface - packets the device queue took
+// or dropped itself.
+void OnIpTx(Ptr<const Packet> p, Ptr<Ipv4> ip, uint32_t ifc) {
+    auto it = devIdx.find(ip->GetNetDevice(ifc));
+    if (it != devIdx.end()) ipTx[it->second]++;
+}
+void WatchTc(Ptr<Node> n) {
+    n->GetObject<Ipv4L3Protocol>()->TraceConnectWithoutContext("Tx", MakeCallback(&OnIpTx));
+}
+void AddQueue(Ptr<NetDevice> d, uint32_t pkts) {
+    Ptr<PointToPointNetDevice> p = DynamicCast<PointToPointNetDevice>(d);
+    Ptr<Queue<Packet>> q = p->GetQueue();
+    q->SetMaxSize(QueueSize(QueueSizeUnit::PACKETS, pkts));
+    devIdx[d] = queues.size();
+    ipTx.push_back(0);
+    queues.push_back(q);
+}
+uint64_t QDrops(uint32_t k) {
+    return ipTx[k] - queues[k]->GetTotalReceivedPackets();  // includes the queue's own drops
+}
+}
+"""
+
+
+def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    tcp = spec["tcp"]
+    cfg = ns.Config.SetDefault
+    cfg("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(ns.TypeId.LookupByName("ns3::TcpNewReno")))
+    rec = "ns3::TcpPrrRecovery" if tcp.get("ns3_recovery", "prr") == "prr" else "ns3::TcpClassicRecovery"
+    cfg("ns3::TcpL4Protocol::RecoveryType", ns.TypeIdValue(ns.TypeId.LookupByName(rec)))
+    cfg("ns3::TcpSocketBase::Sack", ns.BooleanValue(bool(tcp["sack"])))
+    cfg("ns3::TcpSocketBase::Timestamp", ns.BooleanValue(True))
+    cfg("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.NanoSeconds(int(tcp["min_rto_ns"]))))
+    cfg("ns3::TcpSocketBase::LimitedTransmit", ns.BooleanValue(bool(tcp.get("limited_transmit", True))))
+    cfg("ns3::TcpSocket::SegmentSize", ns.UintegerValue(int(tcp["mss"])))
+    cfg("ns3::TcpSocket::InitialCwnd", ns.UintegerValue(int(tcp["init_cwnd"])))
+    cfg("ns3::TcpSocket::DelAckCount", ns.UintegerValue(1 if not tcp["delayed_ack"] else 2))
+    cfg("ns3::TcpSocket::DelAckTimeout", ns.TimeValue(ns.MilliSeconds(40)))
+    cfg("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(1 << 26))
+    cfg("ns3::TcpSocket::SndBufSize", ns.UintegerValue(1 << 22))
+
+    names: list[str] = spec["nodes"]
+    idx = {n: i for i, n in enumerate(names)}
+    nodes = ns.NodeContainer()
+    nodes.Create(len(names))
+    ns.InternetStackHelper().Install(nodes)
+    for k in range(len(names)):
+        cppyy.gbl.fxcc.WatchTc(nodes.Get(k))
+    addr = ns.Ipv4AddressHelper()
+    addr.SetBase(ns.Ipv4Address("10.0.0.0"), ns.Ipv4Mask("255.255.255.252"))
+    tch = ns.TrafficControlHelper()
+    # per directed channel "a->b": (sending node's ipv4 if index, address of the far end, queue index)
+    chan: dict[str, tuple[int, Any, int]] = {}
+    qnames: list[str] = []
+    iface_of_host: dict[str, int] = {}
+    for ln in spec["links"]:
+        a, b = ln["a"], ln["b"]
+        p2p = ns.PointToPointHelper()
+        p2p.SetDeviceAttribute("DataRate", ns.DataRateValue(ns.DataRate(int(ln["rate_bps"]))))
+        p2p.SetChannelAttribute("Delay", ns.TimeValue(ns.NanoSeconds(int(ln["delay_ns"]))))
+        devs = p2p.Install(nodes.Get(idx[a]), nodes.Get(idx[b]))
+        ifc = addr.Assign(devs)
+        addr.NewNetwork()
+        tch.Uninstall(devs)
+        for k, (x, y, pk) in enumerate(((a, b, ln["queue_ab_pkts"]), (b, a, ln["queue_ba_pkts"]))):
+            dev = devs.Get(k)
+            cppyy.gbl.fxcc.AddQueue(dev, max(1, int(pk) - 1))
+            qnames.append(f"{x}->{y}")
+            ipv4 = nodes.Get(idx[x]).GetObject[ns.Ipv4]()
+            chan[f"{x}->{y}"] = (ipv4.GetInterfaceForDevice(dev), ifc.GetAddress(1 - k), len(qnames) - 1)
+            if x in spec["hosts"]:
+                iface_of_host[x] = ipv4.GetInterfaceForDevice(dev)
+    srh = ns.Ipv4StaticRoutingHelper()
+    port = 9
+    any_addr = ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()
+    sink = ns.PacketSinkHelper("ns3::TcpSocketFactory", any_addr)
+    for h in sorted({f["dst"] for f in spec["flows"]}):
+        sink.Install(nodes.Get(idx[h])).Start(ns.Seconds(0))
+    for i, f in enumerate(spec["flows"]):
+        # A /30 per flow: ns-3 picks a socket's source address by route (not by bind), the address of the
+        # outgoing interface in the destination's subnet, so the source alias shares the flow's /30.
+        base = f"11.{(i >> 14) & 255}.{(i >> 6) & 255}.{(i & 63) * 4}"
+        pre = base.rsplit(".", 1)[0]
+        src_a = ns.Ipv4Address(f"{pre}.{(i & 63) * 4 + 1}")
+        dst_a = ns.Ipv4Address(f"{pre}.{(i & 63) * 4 + 2}")
+        for host, a in ((f["src"], src_a), (f["dst"], dst_a)):
+            ipv4 = nodes.Get(idx[host]).GetObject[ns.Ipv4]()
+            ipv4.AddAddress(iface_of_host[host], ns.Ipv4InterfaceAddress(a, ns.Ipv4Mask("255.255.255.252")))
+        path: list[str] = f["path"]
+        for u, v in itertools.pairwise(path):
+            ifn, nh, _q = chan[f"{u}->{v}"]
+            srh.GetStaticRouting(nodes.Get(idx[u]).GetObject[ns.Ipv4]()).AddHostRouteTo(dst_a, nh, ifn)
+            ifn, nh, _q = chan[f"{v}->{u}"]
+            srh.GetStaticRouting(nodes.Get(idx[v]).GetObject[ns.Ipv4]()).AddHostRouteTo(src_a, nh, ifn)
+        size = f["size_bytes"] or 0
+        cppyy.gbl.fxcc.SetSize(i, size)
+        sndbuf = max(1 << 20, size + 65536) if size else 1 << 22
+        cppyy.gbl.fxcc.Schedule(f["start_ns"] / 1e9, i, nodes.Get(idx[f["src"]]), src_a, dst_a, port, sndbuf)
+    dur = spec["duration_ns"] / 1e9
+    cppyy.gbl.fxcc.ScheduleSnap(spec["warmup_ns"] / 1e9, 0)
+    cppyy.gbl.fxcc.ScheduleSnap(dur - 1e-9, 1)
+    ns.Simulator.Stop(ns.Seconds(dur))
+    ns.Simulator.Run()
+    recs = cppyy.gbl.fxcc.recs
+    flows = []
+    for i, f in enumerate(spec["flows"]):
+        r = recs[i]
+        flows.append(
+            {
+                "id": f["id"],
+                "size_bytes": f["size_bytes"],
+                "start_ns": f["start_ns"],
+                "conn_delay_ns": round((r.tConn - r.tStart) * 1e9) if r.tConn >= 0 else None,
+                "fct_ns": round((r.tDone - r.tConn) * 1e9) if r.tDone >= 0 else None,
+                "retransmits": int(r.retx),
+                "timeouts": int(r.rto),
+                "recoveries": int(r.recov),
+                "max_new_in_recovery": int(max(r.maxNewInRecovery, r.newInRecovery if r.state == 3 else 0)),
+                "acked_window_bytes": int(r.ackedAtEnd - r.ackedAtWarm),
+            }
+        )
+    fx = cppyy.gbl.fxcc
+    channels = {
+        qn: {"drops": int(fx.QDrops(k)), "tx_bytes": int(fx.qBytesEnd[k])} for k, qn in enumerate(qnames)
+    }
+    ns.Simulator.Destroy()
+    return {"flows": flows, "channels": channels}
+
+
+def main(argv: list[str]) -> None:
+    """Entry point: read the spec, run it, write the result JSON."""
+    spec = json.loads(Path(argv[1]).read_text())
+    import cppyy
+    from ns import ns
+
+    cppyy.cppdef(CPP)
+    out = _ns(ns, cppyy, spec)
+    Path(argv[2]).write_text(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
