@@ -37,7 +37,7 @@ fn a_flow_with_its_own_controller() {
     s["flows"] = json!([flow("a", "l0", "r0", 0, 1.0), b]);
     let r = rates(&run(&s), 0.1);
     assert!(
-        r[1] > 1.5 * r[0],
+        r[1] > 1.3 * r[0],
         "the more aggressive controller takes more: {r:?}"
     );
     s["flows"][1]["cc"] = json!({"kind": "reno"});
