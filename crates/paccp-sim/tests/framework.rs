@@ -198,10 +198,10 @@ fn per_vm_round_robin_at_the_host_is_fair_between_vms() {
     eprintln!("VM x share: fifo {fifo:.3}, per-VM round-robin {rr:.3}");
     assert!((0.15..0.3).contains(&fifo), "one FIFO: by flow count");
     assert!((0.45..0.55).contains(&rr), "per-VM queues: half each");
-    s["queues"]["host"]["selector"] = json!({"kind": "fulfilment"});
+    s["queues"]["host"]["selector"] = json!({"kind": "no_such_selector"});
     assert_eq!(
         run_err(&s),
-        "queues.host.selector.kind: unknown selector 'fulfilment' (known: round_robin, softbw)"
+        "queues.host.selector.kind: unknown selector 'no_such_selector' (known: round_robin, softbw)"
     );
 }
 
