@@ -19,6 +19,8 @@ Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` /
                  deadline, [[flows.changes]] (at, theta, omega)
     [[arrivals]] workload (name or CDF path), load or rate_per_s, start, stop, max_flows, sources,
                  destination, cos (by_vm or mix), reference_capacity
+    [scheme]     kind = "mptcp_bgwc" (+ its fields: :mod:`paccp.schemes.mptcp_bgwc`); absent = the
+                 ``[cc]`` sender on single-path flows
 
 Arrival load: ``rate_per_s = load * C_ref / (8 * mean_size_bytes)`` where ``mean_size_bytes`` is the
 mean payload of the workload's piecewise-linear sampler and ``C_ref`` is, for a leaf-spine, the total
@@ -491,6 +493,7 @@ class Scenario(_M):
     vms: list[Vm] = Field(default_factory=list)
     flows: list[FlowCfg] = Field(default_factory=list)
     arrivals: list[ArrivalsCfg] = Field(default_factory=list)
+    scheme: SchemeCfg | None = None
     softbw: SoftBWCfg | None = None
 
 
@@ -571,6 +574,7 @@ def _semantic_checks(sc: Scenario) -> None:
         raise UserError("vms: two VMs on one host (the engine maps arrivals to one VM per host)")
     flow_ids: set[str] = set()
     reach: dict[str, set[str]] = {}
+    access: dict[str, int] = {}  # per source host (a sum over all links on an explicit topology)
     for k, f in enumerate(sc.flows):
         where = f"flows[{k}]"
         if f.id in flow_ids:
@@ -587,7 +591,9 @@ def _semantic_checks(sc: Scenario) -> None:
                 raise UserError(f"{where}: no route from {f.src!r} to {f.dst!r}")
         if f.start >= sc.run.duration:
             raise UserError(f"{where}.start: at or after the end of the run")
-        acc = access_rate_bps(topo, f.src)
+        if f.src not in access:
+            access[f.src] = access_rate_bps(topo, f.src)
+        acc = access[f.src]
         for name, th in [("theta", f.theta)] + [
             (f"changes[{j}].theta", c.theta) for j, c in enumerate(f.changes)
         ]:
@@ -622,6 +628,8 @@ def _semantic_checks(sc: Scenario) -> None:
     if sc.softbw is not None:
         _check_softbw(sc.softbw, vm_ids, host_set, topo)
     _check_size(sc)
+    if sc.scheme is not None:
+        sc.scheme.check(sc)
 
 
 def _check_size(sc: Scenario) -> None:
@@ -897,12 +905,13 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
         }
         for vm in sc.vms
     ]
+    vm_label = {v["id"]: v["label"] for v in vms}  # (not sc.vms.index: quadratic in flows x VMs)
     flows = []
     for f in sc.flows:
         if f.vm is not None:
             vm = vm_map[f.vm]
             theta, omega = vm.theta, vm.omega
-            default_label = vms[sc.vms.index(vm)]["label"]
+            default_label = vm_label[vm.id]
         else:
             theta, omega = f.theta, f.omega
             default_label = (f.cos or classify(theta, omega)).upper()
@@ -989,7 +998,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
     }
     if sc.softbw is not None:
         eng["queues"] = {"host": softbw_host_queues(sc, sc.softbw)}
-    return eng
+    return sc.scheme.to_engine(sc, eng) if sc.scheme is not None else eng
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1024,3 +1033,13 @@ def to_toml(obj: dict[str, Any], header: str = "") -> str:
         else:
             lines.insert(len(header.splitlines()), f"{key} = {_toml_value(val)}")
     return "\n".join(lines).lstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# schemes: each is a model in paccp.schemes with a ``check(scenario)``; one registration line each.
+# (Imported last: the scheme models use this module's field types.)
+
+from paccp.schemes.mptcp_bgwc import MptcpBgwc  # noqa: E402
+
+SchemeCfg = MptcpBgwc  # with a second scheme: Annotated[A | B, Field(discriminator="kind")]
+Scenario.model_rebuild()

@@ -340,6 +340,15 @@ pub struct FlowCfg {
     /// key of a class shaper.
     #[serde(default)]
     pub class: u8,
+    /// Its own congestion control (a `cc` object), instead of the scenario's (e.g. a subflow's).
+    #[serde(default)]
+    pub cc: Option<serde_json::Value>,
+    /// Take the routes of this earlier flow instead of an ECMP draw (a subflow on its sibling's path).
+    #[serde(default)]
+    pub same_path_as: Option<String>,
+    /// A constant-bit-rate (UDP-like) flow at this rate instead of TCP.
+    #[serde(default)]
+    pub cbr_bps: Option<u64>,
 }
 
 /// Destination rule of an arrival generator.

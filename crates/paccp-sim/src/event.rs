@@ -33,6 +33,8 @@ pub(crate) enum Ev {
     Change { flow: u32, idx: u16 },
     /// An arrival of generator `gen`.
     Arrival { gen: u32 },
+    /// A constant-bit-rate flow sends its next datagram.
+    CbrSend { flow: u32 },
 }
 
 /// A heap entry.

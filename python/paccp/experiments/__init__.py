@@ -59,6 +59,7 @@ _MODULES: tuple[str, ...] = (
     "paccp.experiments.softbw_oc",  # softbw-oc (SoftBW issue)
     "paccp.experiments.softbw_price",  # softbw-price (SoftBW issue)
     "paccp.experiments.softbw_share",  # softbw-share (SoftBW issue)
+    "paccp.experiments.mptcp_bgwc",  # mptcp-* (issue 11; the runnable ones)
 )
 
 

@@ -11,6 +11,7 @@
 use crate::error::{EngineError, Result};
 use serde_json::Value;
 
+pub mod fair_wc;
 pub mod paccp;
 pub mod reno;
 
@@ -161,7 +162,11 @@ pub type CcParser = fn(&Value) -> Result<CcMaker>;
 
 /// The built-in algorithms: `(kind, parser)`. One line per algorithm.
 pub fn builtin() -> Vec<(&'static str, CcParser)> {
-    vec![("reno", reno::parse), ("paccp", paccp::parse)]
+    vec![
+        ("reno", reno::parse),
+        ("paccp", paccp::parse),
+        ("fair_wc", fair_wc::parse),
+    ]
 }
 
 /// Deserialises a `cc` object into an algorithm's own config type, naming `cc` in the error.

@@ -34,6 +34,12 @@ pub(crate) struct NewFlow {
     pub(crate) vm: Option<u32>,
     pub(crate) class: u8,
     pub(crate) changes: Vec<ChangeCfg>,
+    /// Its own controller maker (index into `Simulation::flow_cc`), else the scenario's.
+    pub(crate) cc: Option<u32>,
+    /// Copy the routes of this flow (index) instead of drawing an ECMP path.
+    pub(crate) same_path_as: Option<u32>,
+    /// Constant bit rate (UDP-like) instead of TCP.
+    pub(crate) cbr_bps: Option<u64>,
 }
 
 fn nonzero(field: &str, v: u64) -> Result<()> {
@@ -284,6 +290,7 @@ impl Simulation {
             ),
             ids: HashSet::new(),
             events: 0,
+            flow_cc: Vec::new(),
         };
         for (i, fc) in sc.flows.iter().enumerate() {
             let f = format!("flows[{i}]");
@@ -338,6 +345,42 @@ impl Simulation {
                 Some(v) => (sim.vms[v as usize].theta, sim.vms[v as usize].omega),
                 None => (fc.theta_bps, fc.omega),
             };
+            if fc.cbr_bps == Some(0) {
+                return Err(EngineError::invalid(format!("{f}.cbr_bps"), "must be > 0"));
+            }
+            let cc = match &fc.cc {
+                None => None,
+                Some(v) => {
+                    let make = reg
+                        .cc_maker(v)
+                        .map_err(|e| EngineError::invalid(format!("{f}.cc"), e.to_string()))?;
+                    sim.flow_cc.push(make);
+                    Some(sim.flow_cc.len() as u32 - 1)
+                }
+            };
+            let same_path_as = match &fc.same_path_as {
+                None => None,
+                Some(other) => {
+                    let j = sim
+                        .flows
+                        .iter()
+                        .position(|x| &x.info.id == other)
+                        .ok_or_else(|| {
+                            EngineError::invalid(
+                                format!("{f}.same_path_as"),
+                                format!("no earlier flow '{other}'"),
+                            )
+                        })?;
+                    let o = &sim.flows[j].info;
+                    if (o.src, o.dst) != (src, dst) {
+                        return Err(EngineError::invalid(
+                            format!("{f}.same_path_as"),
+                            format!("flow '{other}' has other endpoints"),
+                        ));
+                    }
+                    Some(j as u32)
+                }
+            };
             let nf = NewFlow {
                 id: fc.id.clone(),
                 label: fc.label.clone(),
@@ -350,6 +393,9 @@ impl Simulation {
                 vm,
                 class: fc.class,
                 changes: fc.changes.clone(),
+                cc,
+                same_path_as,
+                cbr_bps: fc.cbr_bps,
             };
             let idx = sim.add_flow(nf, &f)?;
             sim.q
@@ -389,23 +435,33 @@ impl Simulation {
         }
         let hash = self.ecmp.next_u64();
         let no_path = || EngineError::invalid(field, "no path between its src and dst");
-        let route_data = self
-            .router
-            .route(&self.net, nf.src, nf.dst, hash)
-            .ok_or_else(no_path)?;
-        let route_ack = self
-            .router
-            .route(&self.net, nf.dst, nf.src, hash)
-            .ok_or_else(no_path)?;
-        let data_at = self.routes.len();
-        if data_at + route_data.len() + route_ack.len() + 2 >= ROUTE_END as usize {
-            return Err(EngineError::invalid(field, "too many routes"));
-        }
-        self.routes.extend(&route_data);
-        self.routes.push(ROUTE_END);
-        let ack_at = self.routes.len();
-        self.routes.extend(&route_ack);
-        self.routes.push(ROUTE_END);
+        let (data_at, ack_at) = match nf.same_path_as {
+            // A subflow on its sibling's path shares its routes in the flat table.
+            Some(j) => {
+                let o = &self.flows[j as usize].info;
+                (o.route_data as usize, o.route_ack as usize)
+            }
+            None => {
+                let route_data = self
+                    .router
+                    .route(&self.net, nf.src, nf.dst, hash)
+                    .ok_or_else(no_path)?;
+                let route_ack = self
+                    .router
+                    .route(&self.net, nf.dst, nf.src, hash)
+                    .ok_or_else(no_path)?;
+                let data_at = self.routes.len();
+                if data_at + route_data.len() + route_ack.len() + 2 >= ROUTE_END as usize {
+                    return Err(EngineError::invalid(field, "too many routes"));
+                }
+                self.routes.extend(&route_data);
+                self.routes.push(ROUTE_END);
+                let ack_at = self.routes.len();
+                self.routes.extend(&route_ack);
+                self.routes.push(ROUTE_END);
+                (data_at, ack_at)
+            }
+        };
         let idx = self.flows.len() as u32;
         self.sampler.add_flow(idx, nf.size);
         let nchanges = nf.changes.len();
@@ -425,12 +481,17 @@ impl Simulation {
             change_acked: vec![0; nchanges],
             started: false,
             finished: None,
+            cbr_bps: nf.cbr_bps,
         };
         let policy = Policy {
             theta_bps: nf.theta as f64,
             omega: nf.omega,
         };
-        let mut flow = Flow::new(info, policy, (self.cc)(), &self.p);
+        let cc = match nf.cc {
+            Some(k) => (self.flow_cc[k as usize])(),
+            None => (self.cc)(),
+        };
+        let mut flow = Flow::new(info, policy, cc, &self.p);
         flow.snd.class = nf.class;
         self.flows.push(flow);
         Ok(idx)

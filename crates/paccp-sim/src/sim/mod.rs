@@ -61,6 +61,8 @@ pub struct Simulation {
     sampler: Sampler,
     ids: HashSet<String>,
     events: u64,
+    /// Controllers of flows with their own `cc` (see [`NewFlow::cc`]).
+    flow_cc: Vec<CcMaker>,
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
@@ -220,6 +222,10 @@ impl Simulation {
             }
             Ev::Change { flow, idx } => self.change(flow, idx),
             Ev::Arrival { gen } => self.arrival(gen),
+            Ev::CbrSend { flow } => {
+                let (flows, mut cx) = ctx!(self);
+                flows[flow as usize].cbr_send(flow, &mut cx);
+            }
         }
         self.settle_finished();
     }
@@ -243,6 +249,8 @@ impl Simulation {
         let f = &mut flows[pkt.flow as usize];
         if pkt.is_ack {
             f.on_ack(pkt.flow, pkt, &mut cx);
+        } else if f.info.cbr_bps.is_some() {
+            f.cbr_deliver(pkt.flow, &mut cx);
         } else {
             f.on_data(pkt.flow, pkt, &mut cx);
         }
@@ -315,7 +323,11 @@ impl Simulation {
             self.resplit(vm);
         }
         let (flows, mut cx) = ctx!(self);
-        flows[flow as usize].try_send(flow, &mut cx);
+        if flows[flow as usize].info.cbr_bps.is_some() {
+            flows[flow as usize].cbr_send(flow, &mut cx);
+        } else {
+            flows[flow as usize].try_send(flow, &mut cx);
+        }
         self.settle_finished();
     }
 
@@ -387,6 +399,9 @@ impl Simulation {
             vm,
             class: 0,
             changes: Vec::new(),
+            cc: None,
+            same_path_as: None,
+            cbr_bps: None,
         };
         // Routes exist for every host pair of a connected topology; a failure here is skipped silently
         // only if the topology is disconnected, which the fixed flows would already have revealed.

@@ -23,6 +23,7 @@
 //! the subflows' segments through a subflow scheduler and reorders at a connection-level receive
 //! buffer. A subflow's sender is unchanged; [`crate::cc::CcCtx::peers`] carries its siblings' windows
 //! to a coupled controller.
+pub(crate) mod cbr;
 pub(crate) mod prr;
 pub(crate) mod receiver;
 pub(crate) mod sack_recovery;
@@ -120,6 +121,8 @@ pub(crate) struct FlowInfo {
     pub(crate) change_acked: Vec<u64>,
     pub(crate) started: bool,
     pub(crate) finished: Option<u64>,
+    /// A constant-bit-rate flow's rate ([`cbr`]), else None (TCP).
+    pub(crate) cbr_bps: Option<u64>,
 }
 
 /// RTT estimation (RFC 6298) and the retransmission timer.

@@ -1,0 +1,134 @@
+"""Measuring an ``mptcp_bgwc`` run: delivered rate per VM and per subflow class, over time and on average.
+
+Subflow classes: ``bg`` (the BG subflow), ``wc`` (all WC subflows of the VM), ``udp`` (its constant-rate
+flows), ``tcp`` (single-path TCP: the free-competition variant). The class of an engine flow record is
+the suffix of its id after the last ``/`` (``f1/bg``, ``f1/wc0``, ``u1/udp``); a record without one is
+``tcp``. Rates are delivered (acknowledged) payload rates in Mb/s, from the engine's samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CLASSES = ("bg", "wc", "udp", "tcp")
+
+
+def subflow_class(flow_id: str) -> str:
+    """``bg`` / ``wc`` / ``udp`` from the id's suffix, else ``tcp``."""
+    if "/" not in flow_id:
+        return "tcp"
+    tail = flow_id.rsplit("/", 1)[1]
+    if tail == "bg" or tail == "udp":
+        return tail
+    if tail.startswith("wc"):
+        return "wc"
+    return "tcp"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Per (VM, class): rate series and mean over the measurement window, in Mb/s."""
+
+    times_s: np.ndarray
+    series: dict[tuple[str, str], np.ndarray]
+    mean: dict[tuple[str, str], float]
+    wall_s: float
+    stats: dict[str, int]
+
+    def rate(self, vm: str, cls: str) -> float:
+        """Mean rate of a VM's class (0 when it has none)."""
+        return self.mean.get((vm, cls), 0.0)
+
+    def total(self, vm: str) -> float:
+        """Mean rate of all of a VM's traffic."""
+        return sum(v for (w, _), v in self.mean.items() if w == vm)
+
+    def window_mean(self, vm: str, cls: str, start_s: float, end_s: float) -> float:
+        """Mean of a VM's class over the sample intervals ending in (start_s, end_s]."""
+        s = self.series.get((vm, cls))
+        if s is None:
+            return 0.0
+        sel = (self.times_s > start_s + 1e-12) & (self.times_s <= end_s + 1e-12)
+        return float(s[sel].mean()) if sel.any() else 0.0
+
+
+def measure(spec: dict[str, Any], *, description: str) -> Measured:
+    """Validate and run a scenario; aggregate its sampled flows by (VM, class)."""
+    from paccp.rundir import run_engine, sample_rates
+    from paccp.scenario import parse_scenario, to_engine
+
+    sc = parse_scenario(spec, where=description)
+    result, wall = run_engine(to_engine(sc), description=description)
+    times, ids, rates = sample_rates(result)
+    vm_of = dict(
+        zip(result.flows.column("id").to_pylist(), result.flows.column("vm").to_pylist(), strict=True)
+    )
+    series: dict[tuple[str, str], np.ndarray] = {}
+    for i, fid in enumerate(ids):
+        key = (str(vm_of[fid]).split("/", 1)[0], subflow_class(fid))  # engine VM "v/wc" is VM v
+        mbps = rates[i] / 1e6
+        series[key] = series[key] + mbps if key in series else mbps.copy()
+    first = -(-sc.run.warmup // result.samples.interval_ns)
+    mean = {k: float(v[first:].mean()) if v[first:].size else 0.0 for k, v in series.items()}
+    return Measured(times, series, mean, wall, dict(result.stats))
+
+
+def plot_vm_classes(
+    m: Measured, out: Path, *, title: str, guarantee_mbps: Mapping[str, float] | None = None
+) -> list[Path]:
+    """``rate_<class>.png`` per class present and ``rate_total.png``: one line per VM over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    vms = sorted({vm for vm, _ in m.series})
+    panels: dict[str, dict[str, np.ndarray]] = {}
+    for (vm, cls), s in sorted(m.series.items()):
+        panels.setdefault(cls, {})[vm] = s
+    panels["total"] = {vm: np.sum([s for (w, _), s in m.series.items() if w == vm], axis=0) for vm in vms}
+    written = []
+    for cls, lines in panels.items():
+        fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
+        for k, (vm, s) in enumerate(sorted(lines.items())):
+            color = f"C{k % 10}"
+            ax.plot(m.times_s, s, lw=1.2, color=color, label=vm)
+            if guarantee_mbps and vm in guarantee_mbps and cls in ("bg", "total"):
+                ax.axhline(guarantee_mbps[vm], color=color, ls=":", lw=0.8)
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylabel("Mb/s")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{title}: {cls}" + (" (dotted: guarantee)" if guarantee_mbps else ""))
+        ax.legend(fontsize=7, loc="upper right", ncol=2)
+        fig.tight_layout()
+        path = out / f"rate_{cls}.png"
+        fig.savefig(path, metadata={"Software": None})
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_summary(out: Path, summary: dict[str, Any]) -> None:
+    """``summary.json`` (sorted keys)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def print_checks(title: str, checks: list[dict[str, Any]]) -> None:
+    """The paper-vs-ours table of an experiment's checks (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in ("check", "paper", "ours", "holds"):
+        t.add_column(col)
+    for c in checks:
+        t.add_row(c["statement"], str(c["paper"]), str(c["ours"]), "yes" if c["holds"] else "NO")
+    Console().print(t)

@@ -1,0 +1,323 @@
+"""Scheme ``mptcp_bgwc``: MPTCP bandwidth guarantee + work conservation (Ali, Chen, Khan, IEEE Access 2019).
+
+Scenario section (SPEC section 6; the paper is ``papers/mptcp-bandwidth-guarantee-ieee-access-2019.md``)::
+
+    [scheme]
+    kind = "mptcp_bgwc"
+    variant = "ours"          # ours | bg_only | wc_only | free_competition (below)
+    wc_subflows = 1           # N: WC subflows per connection; 1 = on the BG subflow's path,
+                              # "paths" = M, one per disjoint path (e.g. one per spine); 1 <= N <= M
+    scheduler = "bg_first"    # bg_first (the paper's Algorithm 1) | least_rtt (MPTCP's default)
+    subflow_cc = "reno"       # reno (uncoupled, the paper's choice) | lia (RFC 6356) | olia
+    fair_wc = true            # fair work conservation: WC increase alpha_w = (A_l / K)^2 per RTT (Eq. 7)
+    unit = "75Mbit"           # U of the policy A_l = max(1, floor(B_g / U))
+    competition_levels = {}   # A_l given per VM id (>= 1); VMs not listed follow the policy
+    bg_burst = "..."          # token-bucket burst of a VM's BG shaper; default rate x 1 ms + 1 MTU
+    receive_buffer = "6MiB"   # connection-level receive buffer: a size, or "dynamic" (Eq. 1)
+    rcvbuf_beta = 3.0         # beta of the dynamic size B >= beta * max RTT_i * sum BW_i
+    penalize = true           # Linux MPTCP's penalisation + reinjection when the receive window blocks
+    wc_extra_delay = "0us"    # one-way delay added to WC subflows (the paper's netem, Figs. 7-8, 17)
+    [[scheme.udp]]            # constant-rate UDP flows; they are BG traffic (share the VM's shaper)
+    vm = "vm1"; dst = "h5"; rate = "50Mbit"; start = "0s"; stop = "1s"
+
+Every TCP flow of a VM becomes one connection (one byte stream) with one BG subflow and N WC subflows. The
+VM's **guarantee B_g is its ``theta``** (``[[vms]]``): a token bucket at the host limits the VM's BG
+traffic (BG subflows and UDP) to B_g (hose model, HTB-like). BG packets carry the high-priority mark and WC
+packets the low one; every switch port serves two strict-priority queues, each with the port's drop-tail
+limit. WC traffic is not rate-limited. Under this scheme every TCP flow must belong to a VM, ``[cc]`` is not
+used (``subflow_cc`` is) and a VM's ``omega`` plays no part.
+
+Variants (the paper's baselines, Figs. 18-20):
+
+- ``ours``: BG (shaped to B_g, high priority) + N WC subflows (low priority) + fair WC when ``fair_wc``;
+- ``bg_only``: the BG subflow only, shaped (strict guarantee, no work conservation);
+- ``wc_only``: BG subflow at high priority but *not* shaped, plus the WC subflows (MPTCP work conservation
+  without a guarantee);
+- ``free_competition``: plain single-path TCP (Reno), one priority, no shaping.
+
+Fair WC: a VM with competition level A_l and K active WC subflows increases each WC subflow's window by
+``alpha_w = (A_l / K)^2`` segments per RTT, so its K subflows together are as aggressive as A_l Reno flows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field
+
+from paccp.errors import UserError
+from paccp.scenario import _M, Duration, Rate, Size
+from paccp.units import parse_size_bytes
+
+if TYPE_CHECKING:
+    from paccp.scenario import Scenario
+
+UNIT_DEFAULT_BPS = 75_000_000  # the paper's bandwidth unit U
+LINUX_TCP_RMEM_MAX = 6_291_456  # Linux's default tcp_rmem max (the paper's setting 5 in Table 1)
+
+
+def _buffer(v: object) -> object:
+    if isinstance(v, str) and v.strip() == "dynamic":
+        return "dynamic"
+    if isinstance(v, str):
+        try:
+            return parse_size_bytes(v)
+        except UserError as exc:
+            raise ValueError(exc.message) from None
+    return v
+
+
+class UdpFlow(_M):
+    """A constant-rate UDP flow of a VM (BG traffic: it shares the VM's shaper)."""
+
+    vm: str
+    dst: str
+    rate: Rate = Field(gt=0)
+    start: Duration = 0
+    stop: Duration | None = None
+
+
+class MptcpBgwc(_M):
+    """``[scheme] kind = "mptcp_bgwc"`` (module docstring)."""
+
+    kind: Literal["mptcp_bgwc"]
+    variant: Literal["ours", "bg_only", "wc_only", "free_competition"] = "ours"
+    wc_subflows: Annotated[int, Field(ge=1)] | Literal["paths"] = 1
+    scheduler: Literal["bg_first", "least_rtt"] = "bg_first"
+    subflow_cc: Literal["reno", "lia", "olia"] = "reno"
+    fair_wc: bool = True
+    unit: Rate = Field(default=UNIT_DEFAULT_BPS, gt=0)
+    competition_levels: dict[str, int] = Field(default_factory=dict)
+    bg_burst: Size | None = Field(default=None, gt=0)
+    receive_buffer: Annotated[int | Literal["dynamic"], BeforeValidator(_buffer)] = LINUX_TCP_RMEM_MAX
+    rcvbuf_beta: float = Field(default=3.0, ge=1.0)
+    penalize: bool = True
+    wc_extra_delay: Duration = 0
+    udp: list[UdpFlow] = Field(default_factory=list)
+
+    # ------------------------------------------------------------------ checks against the scenario
+
+    def check(self, sc: Scenario) -> None:
+        """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
+        from paccp.scenario import hosts
+
+        vm_ids = {vm.id: vm for vm in sc.vms}
+        for vm_id, level in self.competition_levels.items():
+            if vm_id not in vm_ids:
+                raise UserError(f"scheme.competition_levels.{vm_id}: unknown VM")
+            if level < 1:
+                raise UserError(f"scheme.competition_levels.{vm_id}: A_l must be >= 1, got {level}")
+        if isinstance(self.receive_buffer, int) and self.receive_buffer <= 0:
+            raise UserError("scheme.receive_buffer: must be > 0 bytes or 'dynamic'")
+        if sc.softbw is not None:
+            raise UserError("scheme: mptcp_bgwc cannot be combined with [softbw] (both set the host queues)")
+        if "kind" in sc.cc.model_fields_set:
+            raise UserError("cc: not used by scheme mptcp_bgwc (set scheme.subflow_cc)")
+        for k, f in enumerate(sc.flows):
+            if f.vm is None:
+                raise UserError(f"flows[{k}].vm: scheme mptcp_bgwc needs every flow in a VM (hose model)")
+        for k, a in enumerate(sc.arrivals):
+            if a.cos.kind != "by_vm":
+                raise UserError(f"arrivals[{k}].cos: scheme mptcp_bgwc takes guarantees from VMs (by_vm)")
+        host_set = set(hosts(sc.topology))
+        for k, u in enumerate(self.udp):
+            if u.vm not in vm_ids:
+                raise UserError(f"scheme.udp[{k}].vm: unknown VM {u.vm!r}")
+            if u.dst not in host_set:
+                raise UserError(f"scheme.udp[{k}].dst: unknown host {u.dst!r}")
+            if u.dst == vm_ids[u.vm].host:
+                raise UserError(f"scheme.udp[{k}].dst: the VM's own host")
+            if u.stop is not None and u.stop <= u.start:
+                raise UserError(f"scheme.udp[{k}].stop: must be after start")
+        if isinstance(self.wc_subflows, int) and self.wc_subflows > 1:
+            for k, f in enumerate(sc.flows):
+                m = disjoint_paths(sc, f.src, f.dst)
+                if self.wc_subflows > m:
+                    raise UserError(
+                        f"scheme.wc_subflows: N = {self.wc_subflows} > the {m} disjoint path(s) from "
+                        f"{f.src} to {f.dst} (flows[{k}])"
+                    )
+
+    def to_engine(self, sc: Scenario, eng: dict[str, Any]) -> dict[str, Any]:
+        """Rewrite the generic engine JSON of ``sc`` for this scheme (UserError for what cannot run yet).
+
+        Each scenario VM ``v`` becomes two engine VMs on its host: ``v`` (its BG subflows and UDP flows;
+        its theta = B_g is the rate of its BG token bucket at the host) and ``v/wc`` (its WC subflows;
+        omega = A_l, which the engine's per-VM split divides by the number K of active WC subflows, so a
+        ``fair_wc`` subflow's increase omega^2 per RTT is (A_l / K)^2). Every flow ``f`` becomes ``f/bg``
+        (class 0) and ``f/wc0`` .. (class 1, same path); switches serve two strict-priority levels.
+        """
+        self._runnable(sc)
+        v = self.variant
+        buf = dict(eng["topology"]["nic_buffer"])
+        vms: list[dict[str, Any]] = []
+        for vm in sc.vms:
+            vms.append({"id": vm.id, "host": vm.host, "label": vm.id, "theta_bps": vm.theta, "omega": 1.0})
+            if v in ("ours", "wc_only"):
+                level = self.competition_level(vm.id, vm.theta) if self.fair_wc and v == "ours" else 1
+                vms.append(
+                    {
+                        "id": f"{vm.id}/wc",
+                        "host": vm.host,
+                        "label": vm.id,
+                        "theta_bps": 0,
+                        "omega": float(level),
+                    }
+                )
+        wc_cc = {"kind": "fair_wc" if self.fair_wc and v == "ours" else self.subflow_cc}
+        flows: list[dict[str, Any]] = []
+        for f in eng["flows"]:
+            if v == "free_competition":
+                flows.append(dict(f, label=f["vm"]))
+                continue
+            flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **{"class": 0}))
+            if v in ("ours", "wc_only"):
+                for k in range(self.wc_subflows if isinstance(self.wc_subflows, int) else 1):
+                    flows.append(
+                        dict(
+                            f,
+                            id=f"{f['id']}/wc{k}",
+                            label=f["vm"],
+                            vm=f"{f['vm']}/wc",
+                            cc=wc_cc,
+                            same_path_as=f"{f['id']}/bg",
+                            **{"class": 1},
+                        )
+                    )
+        host_of = {vm.id: vm.host for vm in sc.vms}
+        for k, u in enumerate(self.udp):
+            flows.append(
+                {
+                    "id": f"u{k}-{u.vm}/udp",
+                    "src": host_of[u.vm],
+                    "dst": u.dst,
+                    # a stop time becomes the payload sent at the rate from start to stop
+                    "size_bytes": None
+                    if u.stop is None
+                    else max(1, u.rate * (u.stop - u.start) // 8_000_000_000),
+                    "start_ns": u.start,
+                    "theta_bps": 0,
+                    "omega": 1.0,
+                    "vm": u.vm,
+                    "label": u.vm,
+                    "changes": [],
+                    "cbr_bps": u.rate,
+                    "class": 0,
+                }
+            )
+        out = dict(eng, vms=vms, flows=flows, cc={"kind": "reno"})
+        if v != "free_competition":
+            out["queues"] = {"switch": {"kind": "strict_priority", "levels": [buf, buf]}}
+        if v in ("ours", "bg_only"):
+            out["queues"]["host"] = {
+                "kind": "shaper",
+                "by": "vm",
+                "buckets": [
+                    {
+                        "vm": vm.id,
+                        "rate_bps": vm.theta,
+                        "burst_bytes": self.burst_bytes(vm.theta, sc.transport.mtu),
+                        "buffer": buf,
+                    }
+                    for vm in sc.vms
+                ],
+                "unshaped_buffer": buf,
+                "priority": True,
+            }
+        return out
+
+    def _runnable(self, sc: Scenario) -> None:
+        """UserError naming what the engine cannot run yet."""
+        missing = []
+        if any(f.size is not None for f in sc.flows) and self.variant != "free_competition":
+            missing.append("finite connections (a connection-level byte stream)")
+        if self.variant in ("ours", "wc_only"):
+            if self.wc_subflows != 1:
+                missing.append("more than one WC subflow")
+            if self.subflow_cc != "reno" and not (self.fair_wc and self.variant == "ours"):
+                missing.append(f"subflow_cc {self.subflow_cc!r}")
+            if self.scheduler != "bg_first" or self.wc_extra_delay or self.receive_buffer == "dynamic":
+                missing.append("the connection layer (scheduler, receive buffer, WC delay)")
+        if missing:
+            raise UserError(
+                f"scheme mptcp_bgwc: validated, but the engine cannot run it yet ({'; '.join(missing)}; "
+                "issue 11)"
+            )
+
+    # ------------------------------------------------------------------ resolved per-VM policy
+
+    def competition_level(self, vm_id: str, guarantee_bps: int) -> int:
+        """A_l of a VM: given in ``competition_levels``, else max(1, floor(B_g / U))."""
+        if vm_id in self.competition_levels:
+            return self.competition_levels[vm_id]
+        return max(1, guarantee_bps // self.unit)
+
+    def burst_bytes(self, guarantee_bps: int, mtu: int) -> int:
+        """The BG shaper's bucket depth: ``bg_burst``, else rate x 1 ms + 1 MTU (HTB's default, HZ = 1000)."""
+        if self.bg_burst is not None:
+            return self.bg_burst
+        return guarantee_bps // 8_000 + mtu
+
+
+def alpha_w(competition_level: int, wc_subflows: int) -> float:
+    """Eq. 7: each of a VM's K WC subflows increases by (A_l / K)^2 segments per RTT."""
+    if competition_level < 1 or wc_subflows < 1:
+        raise ValueError("A_l and K must be >= 1")
+    return (competition_level / wc_subflows) ** 2
+
+
+def dynamic_receive_buffer(beta: float, rtts_s: list[float], rates_bps: list[float]) -> int:
+    """Eq. 1: the smallest B (bytes) with B >= beta * max RTT_i * sum BW_i."""
+    if beta < 1 or not rtts_s or len(rtts_s) != len(rates_bps):
+        raise ValueError("need beta >= 1 and one RTT and one rate per subflow")
+    return math.ceil(beta * max(rtts_s) * sum(rates_bps) / 8)
+
+
+def disjoint_paths(sc: Scenario, src: str, dst: str) -> int:
+    """M: the number of paths between two hosts that share no fabric link (hosts do not forward).
+
+    A host's own access links are shared by all its subflows (one NIC), so they do not limit M; two hosts
+    on the same switch have one path.
+    """
+    from paccp.scenario import Dumbbell, LeafSpine
+
+    topo = sc.topology
+    if isinstance(topo, Dumbbell):
+        return 1
+    if isinstance(topo, LeafSpine):
+        same_leaf = int(src[1:]) // topo.hosts_per_leaf == int(dst[1:]) // topo.hosts_per_leaf
+        return 1 if same_leaf else topo.spines
+    kinds = {n.name: n.kind for n in topo.nodes}
+    cap: dict[tuple[str, str], int] = {}
+    adj: dict[str, set[str]] = {}
+    unlimited = len(topo.links) + 1
+    for ln in topo.links:
+        access = kinds.get(ln.a) == "host" or kinds.get(ln.b) == "host"
+        for a, b in ((ln.a, ln.b), (ln.b, ln.a)):
+            cap[(a, b)] = cap.get((a, b), 0) + (unlimited if access else 1)
+            adj.setdefault(a, set()).add(b)
+    if any(kinds.get(s) == "switch" for s in adj.get(src, set()) & adj.get(dst, set())):
+        return 1  # on the same switch: one path, through it
+    paths = 0
+    while True:  # Edmonds-Karp with unit capacities
+        prev: dict[str, str] = {src: src}
+        q = deque([src])
+        while q and dst not in prev:
+            u = q.popleft()
+            if u != src and kinds.get(u) == "host":
+                continue
+            for v in sorted(adj.get(u, ())):
+                if v not in prev and cap.get((u, v), 0) > 0:
+                    prev[v] = u
+                    q.append(v)
+        if dst not in prev:
+            return paths
+        v = dst
+        while v != src:
+            u = prev[v]
+            cap[(u, v)] -= 1
+            cap[(v, u)] = cap.get((v, u), 0) + 1
+            v = u
+        paths += 1

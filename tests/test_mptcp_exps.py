@@ -1,0 +1,37 @@
+"""MPTCP BG/WC experiments end to end with --quick."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _reproduce(tmp_path: Path, *ids: str) -> dict[str, dict[str, object]]:
+    from typer.testing import CliRunner
+
+    from paccp.cli import app
+
+    res = CliRunner().invoke(app, ["reproduce", *ids, "--quick", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    return {i: json.loads((tmp_path / i / "summary.json").read_text()) for i in ids}
+
+
+def _checks(summary: dict[str, object]) -> list[dict[str, object]]:
+    checks = summary["checks"]
+    assert isinstance(checks, list) and checks
+    for c in checks:
+        assert set(c) == {"statement", "paper", "ours", "holds"}
+    return checks
+
+
+def test_guarantees_hold_and_wc_takes_the_spare(tmp_path: Path) -> None:
+    s = _reproduce(tmp_path, "mptcp-bg", "mptcp-table3", "mptcp-fair")
+    bg = _checks(s["mptcp-bg"])
+    assert all(c["holds"] for c in bg), bg  # BG within 5 %, totals >= guarantees, spare taken
+    assert (tmp_path / "mptcp-bg" / "tcp" / "rate_bg.png").is_file()
+    for exp in ("mptcp-table3", "mptcp-fair"):
+        held = [c for c in _checks(s[exp]) if "guarantees held" in str(c["statement"])]
+        assert held and all(c["holds"] for c in held), held
+    # without the policy, S1's N_c connections take about N_c times the WC share of S3 and S4
+    nopolicy = [c for c in _checks(s["mptcp-fair"]) if "no policy" in str(c["statement"])]
+    assert len(nopolicy) == 2 and all(c["holds"] for c in nopolicy), nopolicy
