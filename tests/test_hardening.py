@@ -506,3 +506,27 @@ def test_engine_input_resolved_once(
     code, err = run_text(tmp_path, BASE, capsys)
     assert code == 0, err
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--bogus"], "No such option: --bogus (see 'paccp --help')"),
+        (["nosuch"], "No such command 'nosuch'"),
+        (["run"], "Missing argument 'scenario'. (see 'paccp run --help')"),
+        (["price", "quote", "--nope"], "(see 'paccp price quote --help')"),
+    ],
+)
+def test_usage_errors_are_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Click's usage errors (unknown option/command, missing argument) are one line, exit 2, no usage box."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("paccp: error: "), err
+    assert needle in err
+
+
+def test_help_still_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["run", "--help"])  # returns: help is an answer, not an error
+    assert "Usage" in capsys.readouterr().out

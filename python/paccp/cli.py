@@ -21,6 +21,11 @@ from paccp import benchcli, simcli, workcli
 from paccp.crosscheck import cli as crosscheck_cli
 from paccp.datapath import cli as datapath_cli
 from paccp.errors import UserError
+
+try:  # typer >= 0.2x carries its own copy of click
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+except ImportError:  # pragma: no cover - older typer with click as a dependency
+    from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[no-redef]
 from paccp.pricing import cli as pricing_cli
 
 app = typer.Typer(
@@ -44,9 +49,20 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; bad input exits 2 with a one-line message."""
+    """Run the CLI; bad input exits 2 with a one-line message (usage errors too)."""
     try:
-        app(args=argv, prog_name="paccp")
+        rv = app(args=argv, prog_name="paccp", standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `paccp` or a group alone: the help text is the answer
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ClickException as exc:  # unknown option or command, missing argument, bad value
+        where = exc.ctx.command_path if getattr(exc, "ctx", None) else "paccp"
+        msg = _one_line(exc.format_message())
+        print(f"paccp: error: {msg} (see '{where} --help')", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("paccp: aborted", file=sys.stderr)
+        sys.exit(130)
     except UserError as exc:
         print(f"paccp: error: {_one_line(exc.message)}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -55,6 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         loc = ".".join(str(p) for p in err.get("loc", ())) or "input"
         print(f"paccp: error: {loc}: {_one_line(err.get('msg', 'invalid'))}", file=sys.stderr)
         sys.exit(2)
+    if isinstance(rv, int) and rv:  # typer.Exit(code) comes back as the code outside standalone mode
+        sys.exit(rv)
 
 
 if __name__ == "__main__":  # pragma: no cover
