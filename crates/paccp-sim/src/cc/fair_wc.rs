@@ -3,7 +3,7 @@
 //! subflows in an engine VM of weight A_l, whose per-VM split gives each of its K active subflows
 //! omega = A_l / K, so each increases by (A_l / K)^2 per RTT and the K together are as aggressive as A_l
 //! Reno flows. Slow start and the loss response are Reno's.
-use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Window};
+use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Reno, Window};
 use crate::error::Result;
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,28 +15,26 @@ pub struct FairWc {
     pub min_cwnd: f64,
 }
 
+impl FairWc {
+    fn reno(&self) -> Reno {
+        Reno {
+            min_cwnd: self.min_cwnd,
+        }
+    }
+}
+
 impl Controller for FairWc {
     fn on_ack(&mut self, w: &mut Window, acked: u64, ctx: &CcCtx<'_>) {
         let alpha = ctx.policy.omega * ctx.policy.omega;
-        for _ in 0..acked {
-            let c = w.cwnd;
-            let next = match w.phase() {
-                Phase::SlowStart => c + 1.0,
-                Phase::CongestionAvoidance => c + alpha / c,
-            };
-            w.cwnd = next.max(self.min_cwnd);
-        }
+        self.reno().increase(w, acked, alpha);
     }
 
-    fn on_loss(&mut self, w: &mut Window, _ctx: &CcCtx<'_>) {
-        let d = (w.cwnd / 2.0).max(self.min_cwnd);
-        w.cwnd = d;
-        w.ssthresh = d;
+    fn on_loss(&mut self, w: &mut Window, ctx: &CcCtx<'_>) {
+        self.reno().on_loss(w, ctx);
     }
 
-    fn on_rto(&mut self, w: &mut Window, _ctx: &CcCtx<'_>) {
-        w.ssthresh = (w.cwnd / 2.0).max(self.min_cwnd);
-        w.cwnd = self.min_cwnd.max(1.0);
+    fn on_rto(&mut self, w: &mut Window, ctx: &CcCtx<'_>) {
+        self.reno().on_rto(w, ctx);
     }
 }
 

@@ -12,17 +12,26 @@ pub struct Reno {
     pub min_cwnd: f64,
 }
 
-impl Controller for Reno {
+impl Reno {
+    /// Per acknowledged segment: slow start adds one, avoidance `alpha / cwnd` (alpha segments per RTT;
+    /// Reno's alpha is 1), floored at `min_cwnd`. Variants with another increase call this.
     #[inline]
-    fn on_ack(&mut self, w: &mut Window, acked: u64, _ctx: &CcCtx<'_>) {
+    pub fn increase(&self, w: &mut Window, acked: u64, alpha: f64) {
         for _ in 0..acked {
             let c = w.cwnd;
             let next = match w.phase() {
                 Phase::SlowStart => c + 1.0,
-                Phase::CongestionAvoidance => c + 1.0 / c,
+                Phase::CongestionAvoidance => c + alpha / c,
             };
             w.cwnd = next.max(self.min_cwnd);
         }
+    }
+}
+
+impl Controller for Reno {
+    #[inline]
+    fn on_ack(&mut self, w: &mut Window, acked: u64, _ctx: &CcCtx<'_>) {
+        self.increase(w, acked, 1.0);
     }
 
     fn on_loss(&mut self, w: &mut Window, _ctx: &CcCtx<'_>) {
