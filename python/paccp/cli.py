@@ -25,7 +25,7 @@ from paccp.errors import UserError
 try:  # typer >= 0.2x carries its own copy of click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
 except ImportError:  # pragma: no cover - older typer with click as a dependency
-    from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[no-redef]
+    from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[assignment]
 from paccp.pricing import cli as pricing_cli
 
 app = typer.Typer(
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except ClickException as exc:  # unknown option or command, missing argument, bad value
-        where = exc.ctx.command_path if getattr(exc, "ctx", None) else "paccp"
+        ctx = getattr(exc, "ctx", None)  # usage errors carry the command they were raised in
+        where = ctx.command_path if ctx is not None else "paccp"
         msg = _one_line(exc.format_message())
         print(f"paccp: error: {msg} (see '{where} --help')", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -124,6 +124,22 @@ def cgroup2_root() -> Path:
     return target
 
 
+def load_pinned(obj: str, pin_dir: str, what: str) -> None:
+    """Build if needed, then load ``bpf/build/OBJ`` with the loader and pin its maps and programs in
+    PIN_DIR (0700, pins 0600, root only); stale pins of a crashed load are removed first, and a failed
+    load leaves no directory behind."""
+    build()
+    shutil.rmtree(pin_dir, ignore_errors=True)
+    os.makedirs(pin_dir, mode=0o700)
+    try:
+        _run([str(BUILD / "paccp_loader"), "load", str(BUILD / obj), pin_dir], f"loading {what}")
+    except EnvironmentUnsupported:
+        shutil.rmtree(pin_dir, ignore_errors=True)
+        raise
+    for name in os.listdir(pin_dir):
+        os.chmod(Path(pin_dir, name), 0o600)
+
+
 def build() -> None:
     """Build bpf/build/{paccp.bpf.o,paccp_loader} (make is incremental)."""
     if not (REPO_BPF / "Makefile").exists():
@@ -182,17 +198,7 @@ def _load(rcos: float) -> bool:
             f"a congestion control named {CC_NAME!r} is registered but {PIN_DIR} is missing "
             "(loaded by someone else?); unregister it with `bpftool struct_ops unregister name paccp_ops`"
         )
-    build()
-    if Path(PIN_DIR).exists():
-        shutil.rmtree(PIN_DIR)  # stale pins of a crashed load
-    os.makedirs(PIN_DIR, mode=0o700)
-    try:
-        _run([str(BUILD / "paccp_loader"), "load", str(BUILD / "paccp.bpf.o"), PIN_DIR], "loading paccp")
-    except EnvironmentUnsupported:
-        shutil.rmtree(PIN_DIR, ignore_errors=True)
-        raise
-    for name in os.listdir(PIN_DIR):
-        os.chmod(Path(PIN_DIR, name), 0o600)
+    load_pinned("paccp.bpf.o", PIN_DIR, "paccp")
     with Maps() as m:
         cur = bpfsys.lookup(m.fd("paccp_global"), U32.pack(0), GLOBAL.size) or GLOBAL.pack(0, 0)
         _r, nxt = GLOBAL.unpack(cur)

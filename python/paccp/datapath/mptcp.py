@@ -58,19 +58,7 @@ def load() -> bool:
             raise EnvironmentUnsupported(
                 f"{CC_NAME} is registered but {PIN_DIR} is incomplete: `paccp datapath mptcp unload` first"
             )
-        core.build()
-        shutil.rmtree(PIN_DIR, ignore_errors=True)
-        os.makedirs(PIN_DIR, mode=0o700)
-        try:
-            core._run(
-                [str(core.BUILD / "paccp_loader"), "load", str(core.BUILD / "bgwc.bpf.o"), PIN_DIR],
-                "loading bgwc",
-            )
-        except EnvironmentUnsupported:
-            shutil.rmtree(PIN_DIR, ignore_errors=True)
-            raise
-        for name in os.listdir(PIN_DIR):
-            os.chmod(Path(PIN_DIR, name), 0o600)
+        core.load_pinned("bgwc.bpf.o", PIN_DIR, "bgwc")
         return True
 
 

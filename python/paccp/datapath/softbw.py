@@ -39,19 +39,7 @@ def load() -> bool:
         core.ensure_bpffs()
         if is_loaded():
             return False
-        core.build()
-        shutil.rmtree(PIN_DIR, ignore_errors=True)
-        os.makedirs(PIN_DIR, mode=0o700)
-        try:
-            core._run(
-                [str(core.BUILD / "paccp_loader"), "load", str(core.BUILD / "softbw.bpf.o"), PIN_DIR],
-                "loading softbw",
-            )
-        except EnvironmentUnsupported:
-            shutil.rmtree(PIN_DIR, ignore_errors=True)
-            raise
-        for name in os.listdir(PIN_DIR):
-            os.chmod(Path(PIN_DIR, name), 0o600)
+        core.load_pinned("softbw.bpf.o", PIN_DIR, "softbw")
         return True
 
 
