@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from paccp import engine
-from paccp.datapath.testbed import Net
+from paccp.datapath.testbed import Net, build_dumbbell, queue_bytes
 from paccp.errors import EnvironmentUnsupported
 
 NSTAT_KEYS = (
@@ -54,11 +54,6 @@ def _qdisc_drops(net: Net, node: str, ifn: str) -> tuple[int, int]:
     return (int(m.group(2)), int(m.group(1))) if m else (0, 0)
 
 
-def queue_bytes(rate_bps: int) -> int:
-    """The testbed's bottleneck buffer (1 ms at the rate, at least 32 full packets)."""
-    return max(32 * 1514, rate_bps // 8 // 1000)
-
-
 def run_kernel_dumbbell(
     n_flows: int, rate_bps: int, duration_s: int, omit_s: int, out: Path, tcpdump: bool = False
 ) -> dict[str, Any]:
@@ -67,20 +62,7 @@ def run_kernel_dumbbell(
     net = Net(run_id="fx" + secrets.token_hex(3))
     dumps: list[subprocess.Popen[str]] = []
     try:
-        net.add_node("L", router=True)
-        net.add_node("R", router=True)
-        l_if, _r_if = net.link("L", "10.200.0.1/30", "R", "10.200.0.2/30")
-        net.shape("L", l_if, rate_bps, queue_bytes(rate_bps))
-        for i in range(n_flows):
-            s, d = f"s{i}", f"d{i}"
-            net.add_node(s)
-            net.add_node(d)
-            net.link(s, f"10.201.{i}.2/24", "L", f"10.201.{i}.1/24")
-            net.link(d, f"10.202.{i}.2/24", "R", f"10.202.{i}.1/24")
-            net.ip(s, "route", "add", "default", "via", f"10.201.{i}.1")
-            net.ip(d, "route", "add", "default", "via", f"10.202.{i}.1")
-        net.ip("L", "route", "add", "10.202.0.0/16", "via", "10.200.0.2")
-        net.ip("R", "route", "add", "10.201.0.0/16", "via", "10.200.0.1")
+        l_if = build_dumbbell(net, rate_bps, n_flows)
         for i in range(n_flows):
             net.spawn(f"d{i}", ["iperf3", "-s", "-1", "-p", str(5201 + i)])
         if tcpdump:

@@ -250,9 +250,30 @@ def testbed() -> Iterator[Net]:
         _ = loaded_here  # paccp stays loaded (other runs may use it); `paccp datapath unload` removes it
 
 
-def _queue_bytes(rate_bps: int) -> int:
+def queue_bytes(rate_bps: int) -> int:
     """Bottleneck buffer: 1 ms at the bottleneck rate, at least 32 full-size packets."""
     return max(32 * 1514, rate_bps // 8 // 1000)
+
+
+def build_dumbbell(net: Net, rate_bps: int, n_pairs: int) -> str:
+    """Routers L and R joined by one link, shaped on L's side at ``rate_bps`` (a bfifo of
+    :func:`queue_bytes`); pair i is sender ``s{i}`` (10.201.i.2) behind L and receiver ``d{i}``
+    (10.202.i.2) behind R. Returns L's bottleneck interface."""
+    net.add_node("L", router=True)
+    net.add_node("R", router=True)
+    l_if, _r_if = net.link("L", "10.200.0.1/30", "R", "10.200.0.2/30")
+    net.shape("L", l_if, rate_bps, queue_bytes(rate_bps))
+    for i in range(n_pairs):
+        s, d = f"s{i}", f"d{i}"
+        net.add_node(s)
+        net.add_node(d)
+        net.link(s, f"10.201.{i}.2/24", "L", f"10.201.{i}.1/24")
+        net.link(d, f"10.202.{i}.2/24", "R", f"10.202.{i}.1/24")
+        net.ip(s, "route", "add", "default", "via", f"10.201.{i}.1")
+        net.ip(d, "route", "add", "default", "via", f"10.202.{i}.1")
+    net.ip("L", "route", "add", "10.202.0.0/16", "via", "10.200.0.2")
+    net.ip("R", "route", "add", "10.201.0.0/16", "via", "10.200.0.1")
+    return l_if
 
 
 def _iperf_rate(path: Path) -> float:
@@ -380,24 +401,12 @@ def run_dumbbell(
     out.mkdir(parents=True, exist_ok=True)
     with testbed() as net:
         net.gso = gso
-        net.add_node("L", router=True)
-        net.add_node("R", router=True)
-        _l_if, _r_if = net.link("L", "10.200.0.1/30", "R", "10.200.0.2/30")
-        net.shape("L", _l_if, rate_bps, _queue_bytes(rate_bps))
+        _l_if = build_dumbbell(net, rate_bps, len(specs))
         pairs = []
         for i, spec in enumerate(specs):
-            s, d = f"s{i}", f"d{i}"
-            net.add_node(s)
-            net.add_node(d)
-            net.link(s, f"10.201.{i}.2/24", "L", f"10.201.{i}.1/24")
-            net.link(d, f"10.202.{i}.2/24", "R", f"10.202.{i}.1/24")
-            net.ip(s, "route", "add", "default", "via", f"10.201.{i}.1")
-            net.ip(d, "route", "add", "default", "via", f"10.202.{i}.1")
             cg = net.cgroup(f"vm{i}")
             core.vm_set(str(cg), spec.theta_bps, spec.omega)
-            pairs.append((s, f"10.202.{i}.2", d, cg))
-        net.ip("L", "route", "add", "10.202.0.0/16", "via", "10.200.0.2")
-        net.ip("R", "route", "add", "10.201.0.0/16", "via", "10.200.0.1")
+            pairs.append((f"s{i}", f"10.202.{i}.2", f"d{i}", cg))
         tx: dict[str, float] = {}
         snap: list[dict[str, Any]] = []
         rates = _run_flows(
@@ -479,7 +488,7 @@ def fig7_scenario(
     per host with its pair (VBP); long-lived flows VM i -> VM (i + 3) mod 9.
     """
     pairs = fig7_pairs(rate_bps)
-    q = _queue_bytes(rate_bps)
+    q = queue_bytes(rate_bps)
     nodes = [{"name": f"vm{i}", "kind": "host"} for i in range(1, 10)]
     nodes += [{"name": f"leaf{j}", "kind": "switch"} for j in (1, 2, 3)] + [
         {"name": "spine", "kind": "switch"}
@@ -566,7 +575,7 @@ def run_fig7(
             net.add_node(f"leaf{j}", router=True)
             up, _down = net.link(f"leaf{j}", f"10.100.{j}.1/30", "spine", f"10.100.{j}.2/30")
             uplinks[j] = up
-            net.shape(f"leaf{j}", up, rate_bps, _queue_bytes(rate_bps))
+            net.shape(f"leaf{j}", up, rate_bps, queue_bytes(rate_bps))
             net.ip(f"leaf{j}", "route", "add", "default", "via", f"10.100.{j}.2")
             net.ip("spine", "route", "add", f"10.{j}.0.0/16", "via", f"10.100.{j}.1")
         cgs = {}
@@ -621,7 +630,7 @@ def run_fig7(
         "rate_bps": rate_bps,
         "duration_s": duration_s,
         "omit_s": omit_s,
-        "bottleneck_buffer_bytes": _queue_bytes(rate_bps),
+        "bottleneck_buffer_bytes": queue_bytes(rate_bps),
         "gso": gso,
         "classes": classes,
         "per_vm": per_vm,
