@@ -16,7 +16,7 @@ DEMO_OUT ?= out/demo
 help:
 	@echo "make demo   - install what is missing, build, run fig4a + fig4c at full size, print the table"
 	@echo "make test   - install what is missing, build, run every test (Rust, Python, datapath, lints)"
-	@echo "make bench  - speed figures (JSON) of the engine and the datapath"
+	@echo "make bench  - speed figures (JSON) of the engine, the datapath and the ledger"
 
 # --- set-up -----------------------------------------------------------------
 $(STAMPS)/system-deps: tools/install-system-deps.sh
@@ -67,6 +67,7 @@ fmt:
 
 bench: build
 	$(PACCP) bench
+	$(PACCP) bench ledger
 
 clean:
 	rm -rf target $(VENV) $(STAMPS) out

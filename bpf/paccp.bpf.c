@@ -4,11 +4,15 @@
  * the connections of a VM's cgroup. Control law: paccp_law.h (SPEC section 3), applied per ACK.
  *
  * Parameters are resolved on every cong_avoid call (so run-time changes reach live flows):
- *   per-socket sk_storage (paccp_sk_par) > flow rule by port (paccp_rules: destination port, then local
- *   port) > per-VM cgroup pair (paccp_vm_cfg) split equally over the cgroup's active paccp flows (VBP)
- *   > default BE (theta 0, omega 1).
- * Metering: per flow (paccp_flows), per cgroup (paccp_vm_state) and per (flow|cgroup, pair) slices
- * (paccp_slices), updated on each ACK. Struct layouts are mirrored in python/paccp/datapath/maps.py.
+ *   per-socket sk_storage (paccp_sk_par, root only) > flow rule owned by the socket's cgroup or one of
+ *   its two nearest ancestors (paccp_rules keyed by (owner cgroup, port): destination port, then local
+ *   port) > host-wide rule (owner 0, set explicitly) > the VM's pair (paccp_vm_cfg of the socket's cgroup
+ *   or an ancestor) split equally over the VM's active paccp flows (VBP) > default BE (theta 0, omega 1).
+ * A socket's cgroup is the cgroup v2 of the process that created it (inherited by accepted sockets from
+ * the listener); a process outside the owner's cgroup never matches the owner's rule, whatever its port.
+ * Metering: per flow (paccp_flows), per VM (paccp_vm_state) and per (flow|VM, pair) slices (paccp_slices),
+ * updated on each ACK. When a VM's cgroup is removed, a tracepoint program closes its open slice and
+ * drops its state and pair (paccp_gone keeps when). Layouts are mirrored in python/paccp/datapath/maps.py.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -36,8 +40,11 @@ struct paccp_params {
 	__u32 flags; /* 1 = set */
 };
 
-struct paccp_sk_meta {
-	__u64 cgid;
+/* A flow rule's key: owner cgroup id (0 = host-wide) and port. */
+struct paccp_rule_key {
+	__u64 owner;
+	__u32 port;
+	__u32 pad;
 };
 
 struct paccp_vm_state {
@@ -70,6 +77,7 @@ struct paccp_flow {
 	__u64 pair_since_ns;
 	__u64 pair_bytes0;
 	__u64 netns;
+	__u64 vmid; /* the VM (cgroup with a pair) the flow is attributed to; 0 = outside any VM */
 };
 
 /* One closed (theta, omega) interval of a flow or a cgroup: [start_ns, start_ns + ns). */
@@ -100,20 +108,31 @@ struct {
 } paccp_sk_par SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct paccp_sk_meta);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} paccp_sk_meta SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
-	__type(key, __u32);
+	__type(key, struct paccp_rule_key);
 	__type(value, struct paccp_params);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } paccp_rules SEC(".maps");
+
+/* number of rules in paccp_rules (written by user space): 0 skips the rule lookups. A map of its own so
+ * that user space never rewrites paccp_global, whose next_flow_id the BPF side increments. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_nrules SEC(".maps");
+
+/* cgroup id -> monotonic ns of its removal (VMs whose slice the rmdir tracepoint closed) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} paccp_gone SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -158,7 +177,9 @@ struct {
 /* Congestion-control state in inet_csk_ca (must stay <= ICSK_CA_PRIV_SIZE = 104 bytes). */
 struct paccp_ca {
 	__u64 flow_id;
-	__u64 cgid;
+	__u64 cgid;       /* the socket's cgroup v2 id */
+	__u64 anc[2];     /* its parent's and grandparent's ids (0 = none) */
+	__u64 vmid;       /* the VM it is attributed to, once found (0 = none yet) */
 	__u64 omega_cached; /* omega for which p3_cached is valid (Q20, +1 so 0 means none) */
 	__u64 p3_cached;
 	__u64 last_bytes; /* tp->bytes_acked at the last metering */
@@ -202,11 +223,69 @@ static __always_inline __u64 rcos_q20(void)
 	return PACCP_RCOS_DEFAULT;
 }
 
+static __always_inline __u64 cg_id(struct cgroup *cg)
+{
+	return cg ? cg->kn->id : 0;
+}
+
+static __always_inline struct cgroup *cg_parent(struct cgroup *cg)
+{
+	struct cgroup_subsys_state *p = cg ? cg->self.parent : 0;
+
+	return p ? p->cgroup : 0;
+}
+
+/* The VM of a socket: its own cgroup or the nearest of two ancestors with a pair; cached once found. */
+static __always_inline __u64 vm_of(struct paccp_ca *ca)
+{
+	__u64 ids[3] = {ca->cgid, ca->anc[0], ca->anc[1]};
+	int i;
+
+	if (ca->vmid)
+		return ca->vmid;
+	for (i = 0; i < 3; i++) {
+		__u64 id = ids[i];
+
+		if (id && bpf_map_lookup_elem(&paccp_vm_cfg, &id)) {
+			ca->vmid = id;
+			return id;
+		}
+	}
+	return 0;
+}
+
+static __always_inline struct paccp_params *rule_for(struct paccp_ca *ca, __u32 port)
+{
+	struct paccp_rule_key k = {};
+	struct paccp_params *p;
+	__u64 ids[4] = {ca->cgid, ca->anc[0], ca->anc[1], 0};
+	int i;
+
+	k.port = port;
+	for (i = 0; i < 4; i++) {
+		if (i < 3 && !ids[i])
+			continue;
+		k.owner = ids[i];
+		p = bpf_map_lookup_elem(&paccp_rules, &k);
+		if (p && p->flags && p->omega_q20)
+			return p;
+	}
+	return 0;
+}
+
+static __always_inline __u64 n_rules(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&paccp_nrules, &zero);
+
+	return n ? *n : 0;
+}
+
 /* Resolve the effective (theta, omega) of a socket; returns the source (enum paccp_src). */
 static __always_inline __u32 resolve(struct sock *sk, struct paccp_ca *ca, __u64 *theta, __u64 *omega)
 {
 	struct paccp_params *p;
-	__u32 port;
+	__u64 vmid;
 
 	p = bpf_sk_storage_get(&paccp_sk_par, sk, 0, 0);
 	if (p && p->flags && p->omega_q20) {
@@ -214,23 +293,21 @@ static __always_inline __u32 resolve(struct sock *sk, struct paccp_ca *ca, __u64
 		*omega = p->omega_q20;
 		return SRC_SOCKET;
 	}
-	port = bpf_ntohs(sk->__sk_common.skc_dport);
-	p = bpf_map_lookup_elem(&paccp_rules, &port);
-	if (!p) {
-		port = sk->__sk_common.skc_num;
-		p = bpf_map_lookup_elem(&paccp_rules, &port);
+	if (n_rules()) {
+		p = rule_for(ca, bpf_ntohs(sk->__sk_common.skc_dport));
+		if (!p)
+			p = rule_for(ca, sk->__sk_common.skc_num);
+		if (p) {
+			*theta = p->theta_bps;
+			*omega = p->omega_q20;
+			return SRC_RULE;
+		}
 	}
-	if (p && p->flags && p->omega_q20) {
-		*theta = p->theta_bps;
-		*omega = p->omega_q20;
-		return SRC_RULE;
-	}
-	if (ca->cgid) {
-		__u64 cgid = ca->cgid;
-
-		p = bpf_map_lookup_elem(&paccp_vm_cfg, &cgid);
+	vmid = vm_of(ca);
+	if (vmid) {
+		p = bpf_map_lookup_elem(&paccp_vm_cfg, &vmid);
 		if (p && p->flags && p->omega_q20) {
-			struct paccp_vm_state *st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
+			struct paccp_vm_state *st = bpf_map_lookup_elem(&paccp_vm_state, &vmid);
 			__u32 n = st ? st->active : 1;
 
 			if (n == 0)
@@ -301,9 +378,10 @@ static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 th
 			f->pair_bytes0 = bytes;
 			f->ended = 1;
 		}
+		f->vmid = ca->vmid;
 	}
-	if (ca->cgid) {
-		__u64 cgid = ca->cgid;
+	if (ca->vmid) {
+		__u64 cgid = ca->vmid;
 		struct paccp_vm_state *st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
 		struct paccp_params *cfg = bpf_map_lookup_elem(&paccp_vm_cfg, &cgid);
 		__u64 ct = 0;
@@ -336,12 +414,13 @@ static __always_inline void meter(struct sock *sk, struct paccp_ca *ca, __u64 th
  */
 static __always_inline void count_active(struct paccp_ca *ca)
 {
-	struct paccp_vm_state init = {}, *st;
-	__u64 cgid = ca->cgid;
+	struct paccp_vm_state *st;
+	__u64 cgid = vm_of(ca);
 
 	if (!cgid || ca->counted)
 		return;
-	bpf_map_update_elem(&paccp_vm_state, &cgid, &init, BPF_NOEXIST);
+	/* the state exists from `vm set` (user space) or the VM's first flow; never recreated here, so a
+	 * removed VM's orphan sockets do not bring its metering back */
 	st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
 	if (st) {
 		__sync_fetch_and_add(&st->active, 1);
@@ -383,7 +462,7 @@ SEC("struct_ops/paccp_init")
 void BPF_PROG(paccp_init, struct sock *sk)
 {
 	struct paccp_ca *ca = ca_of(sk);
-	struct paccp_sk_meta *meta;
+	struct cgroup *cg = sk->sk_cgrp_data.cgroup;
 	struct paccp_global *g;
 	struct paccp_flow f = {};
 	__u32 zero = 0;
@@ -393,17 +472,19 @@ void BPF_PROG(paccp_init, struct sock *sk)
 	ca->last_cwnd = 0;
 	ca->omega_cached = 0;
 	ca->last_bytes = tcp_sk(sk)->bytes_acked;
-	ca->cgid = 0;
 	ca->counted = 0;
-	meta = bpf_sk_storage_get(&paccp_sk_meta, sk, 0, 0);
-	if (meta)
-		ca->cgid = meta->cgid;
-	if (ca->cgid) {
-		/* per-VM metering exists from the first flow on, active or not */
+	ca->vmid = 0;
+	/* the socket's own cgroup (not the current task's: passive opens run in softirq context) */
+	ca->cgid = cg_id(cg);
+	cg = cg_parent(cg);
+	ca->anc[0] = cg_id(cg);
+	ca->anc[1] = cg_id(cg_parent(cg));
+	if (vm_of(ca)) {
+		/* per-VM metering exists from the VM's first flow on, active or not */
 		struct paccp_vm_state vinit = {};
-		__u64 cgid = ca->cgid;
+		__u64 vmid = ca->vmid;
 
-		bpf_map_update_elem(&paccp_vm_state, &cgid, &vinit, BPF_NOEXIST);
+		bpf_map_update_elem(&paccp_vm_state, &vmid, &vinit, BPF_NOEXIST);
 	}
 	g = bpf_map_lookup_elem(&paccp_global, &zero);
 	if (g)
@@ -420,6 +501,7 @@ void BPF_PROG(paccp_init, struct sock *sk)
 	f.pair_bytes0 = ca->last_bytes;
 	f.bytes_acked = ca->last_bytes;
 	f.netns = sk->__sk_common.skc_net.net->net_cookie;
+	f.vmid = ca->vmid;
 	if (fid)
 		bpf_map_update_elem(&paccp_flows, &fid, &f, BPF_ANY);
 }
@@ -433,8 +515,8 @@ void BPF_PROG(paccp_release, struct sock *sk)
 
 	src = resolve(sk, ca, &theta, &omega);
 	meter(sk, ca, theta, omega, src, 0, 1);
-	if (ca->counted && ca->cgid) {
-		__u64 cgid = ca->cgid;
+	if (ca->counted && ca->vmid) {
+		__u64 cgid = ca->vmid;
 		struct paccp_vm_state *st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
 
 		if (st && st->active > 0)
@@ -527,24 +609,67 @@ struct tcp_congestion_ops paccp_ops = {
 	.name = "paccp",
 };
 
-/* sockops: select paccp for a VM cgroup's connections and record the cgroup id (active opens). */
+/* sockops: select paccp for the connections of a VM cgroup (active and passive opens). */
 SEC("sockops")
 int paccp_sockops(struct bpf_sock_ops *skops)
 {
 	char name[] = "paccp";
-	struct paccp_sk_meta *meta;
-	struct bpf_sock *sk;
 
 	if (skops->op != BPF_SOCK_OPS_TCP_CONNECT_CB && skops->op != BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB)
 		return 1;
-	sk = skops->sk;
-	if (!sk)
-		return 1;
-	if (skops->op == BPF_SOCK_OPS_TCP_CONNECT_CB) {
-		meta = bpf_sk_storage_get(&paccp_sk_meta, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-		if (meta)
-			meta->cgid = bpf_get_current_cgroup_id();
-	}
 	bpf_setsockopt(skops, SOL_TCP, TCP_CONGESTION, name, sizeof(name));
 	return 1;
+}
+
+/*
+ * cgroup/setsockopt guard on VM cgroups: a VM's process may not switch its sockets away from paccp
+ * (setsockopt(TCP_CONGESTION) to anything but "paccp" fails with EPERM), so the congestion control the
+ * host chose (and the pair it enforces) cannot be dropped from inside a container. Kernel-internal
+ * changes (bpf_setsockopt from sockops) do not pass through this hook.
+ */
+SEC("cgroup/setsockopt")
+int paccp_cc_guard(struct bpf_sockopt *ctx)
+{
+	char *v = ctx->optval;
+
+	if (ctx->level != SOL_TCP || ctx->optname != TCP_CONGESTION)
+		goto pass;
+	if (v + 6 > (char *)ctx->optval_end)
+		return 0;
+	if (v[0] == 'p' && v[1] == 'a' && v[2] == 'c' && v[3] == 'c' && v[4] == 'p' &&
+	    (v[5] == 0 || ctx->optlen == 5))
+		goto pass;
+	return 0;
+pass:
+	/* optval stays as the caller gave it (a page at most is visible here) */
+	if (ctx->optlen > 4096)
+		ctx->optlen = -1;
+	return 1;
+}
+
+/*
+ * Metering lifecycle: when a cgroup is removed, close its VM slice (the final usage record of the VM),
+ * drop its metering state and pair, and remember when (user space drops rules it owned).
+ */
+SEC("tp_btf/cgroup_rmdir")
+int BPF_PROG(paccp_cg_rmdir, struct cgroup *cgrp, const char *path)
+{
+	__u64 cgid = cg_id(cgrp);
+	__u64 now = bpf_ktime_get_ns();
+	struct paccp_vm_state *st;
+	int had;
+
+	if (!cgid)
+		return 0;
+	st = bpf_map_lookup_elem(&paccp_vm_state, &cgid);
+	had = bpf_map_delete_elem(&paccp_vm_cfg, &cgid) == 0;
+	if (st) {
+		add_slice(cgid, KIND_VM, st->pair_theta, st->pair_omega, st->pair_since_ns, now,
+			  st->bytes_acked - st->pair_bytes0);
+		bpf_map_delete_elem(&paccp_vm_state, &cgid);
+		had = 1;
+	}
+	if (had)
+		bpf_map_update_elem(&paccp_gone, &cgid, &now, BPF_ANY);
+	return 0;
 }

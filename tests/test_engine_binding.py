@@ -39,6 +39,9 @@ def _scenario() -> dict[str, Any]:
             "delayed_ack": False,
             "delayed_ack_timeout_ns": 40_000,
             "dupack_threshold": 3,
+            "sack": False,
+            "host_backpressure": False,
+            "host_fq_pkts": 0,
         },
         "cc": {"kind": "paccp", "rcos": 3.0, "min_cwnd_pkts": 1.0},
         "topology": {

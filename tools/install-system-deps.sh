@@ -20,6 +20,8 @@ have_cmd ip       || need+=(iproute2)
 have_cmd tc       || need+=(iproute2)
 have_cmd iperf3   || need+=(iperf3)
 have_cmd gcc      || need+=(gcc)
+# PostgreSQL server binaries (initdb, pg_ctl): the ledger tests start a throwaway server
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || have_cmd initdb || need+=(postgresql)
 
 if ((${#need[@]})); then
   echo "installing system packages: ${need[*]}"

@@ -32,7 +32,7 @@ app = typer.Typer(
 simcli.register(app)
 workcli.register(app)
 app.add_typer(benchcli.bench_app, name="bench")
-pricing_cli.register(app)
+pricing_cli.register(app, benchcli.bench_app)
 datapath_cli.register(app, benchcli.bench_app)
 
 

@@ -238,7 +238,9 @@ def usage_records(
             cos = row["cos"] if k == 0 else classify(theta, omega)
             out.append(
                 UsageRecord(
-                    record_id=f"sim:{rid}:{row['id']}:{k}",
+                    # the billing epoch and tenant are in the id: the same run billed to another month
+                    # or tenant is other usage, not a conflicting re-export of this one
+                    record_id=f"sim:{rid}:{epoch}:{row['tenant']}:{row['id']}:{k}",
                     source="sim",
                     tenant=row["tenant"],
                     vm=row["vm"] or f"host:{row['src']}",

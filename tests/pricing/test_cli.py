@@ -89,8 +89,8 @@ def test_bill_flow(capsys: pytest.CaptureFixture[str], tmp_path: Path, book_file
     )
     code, out, _ = cli(capsys, "bill", "tenant", "list", "--db", db)
     assert code == 0 and out.startswith("acme\tvbp\ttest")
-    assert cli(capsys, "bill", "ingest", str(usage), "--db", db)[0] == 0
-    code, out, _ = cli(capsys, "bill", "ingest", str(usage), "--db", db)
+    assert cli(capsys, "bill", "ingest", str(usage), "--tenant", "acme", "--db", db)[0] == 0
+    code, out, _ = cli(capsys, "bill", "ingest", str(usage), "--tenant", "acme", "--db", db)
     assert code == 0 and "0 new, 2 already ingested" in out
     csv = tmp_path / "inv.csv"
     inv = ["bill", "invoice", "--tenant", "acme", "--period", "2026-11", "--db", db]

@@ -130,9 +130,15 @@ def test_simulated_run_priced_and_billed(
     led = Ledger(str(tmp_path / "l.sqlite"))
     for t in ("acme", "globex"):
         led.add_tenant(t, "fbp", book_file.read_text())
-    n_records = len((out / "usage.jsonl").read_text().splitlines())
-    assert led.ingest_file(out / "usage.jsonl").new == n_records
-    assert led.ingest_file(out / "usage.jsonl").new == 0
+    lines = [json.loads(x) for x in (out / "usage.jsonl").read_text().splitlines()]
+    n_records = len(lines)
+    # record ids carry the billing epoch (2026-11-01T00:00:00Z) and the tenant: the same run billed to
+    # another month or tenant is other usage, not a conflicting copy of this one
+    summary = json.loads((out / "summary.json").read_text())
+    for r in lines:
+        assert r["record_id"].startswith(f"sim:{summary['run_id']}:1793491200000000000:{r['tenant']}:")
+    assert led.ingest_file(out / "usage.jsonl", tenant=None).new == n_records  # two tenants: operator import
+    assert led.ingest_file(out / "usage.jsonl", tenant=None).new == 0
     s, e = parse_period("2026-11")
     inv = build_invoice("acme", "fbp", book, led.usage("acme", s, e), "2026-11")
     # FBP: the BE flow's upgrade to (0, 2) at 60 ms is charged 40 ms of the DS add-on; the DS flow 100 ms

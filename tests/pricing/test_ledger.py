@@ -14,14 +14,14 @@ from sqlalchemy.exc import DatabaseError
 from paccp.errors import UserError
 from paccp.pricing.book import PriceBook
 from paccp.pricing.charging import build_invoice, charge, parse_period
-from paccp.pricing.ledger import MIGRATIONS, Ledger
+from paccp.pricing.ledger import Ledger
 from paccp.usage import UsageRecord, write_usage
 
 G = 1_000_000_000
 
 
-def _ledger(tmp_path: Path, model: str = "vbp", tenant: str = "acme") -> Ledger:
-    led = Ledger(str(tmp_path / "ledger.sqlite"))
+def _ledger(db: str, model: str = "vbp", tenant: str = "acme") -> Ledger:
+    led = Ledger(db)
     led.add_tenant(tenant, model, BOOK)
     return led
 
@@ -32,68 +32,37 @@ def _invoice(led: Ledger, tenant: str = "acme", period: str = "2026-11") -> dict
     return build_invoice(t.name, t.model, t.book, led.usage(tenant, s, e), period).to_json()
 
 
-def test_schema_versioned_and_migrations_idempotent(tmp_path: Path) -> None:
-    led = Ledger(str(tmp_path / "l.sqlite"))
-    assert led.schema_version() == len(MIGRATIONS) == 3
-    assert Ledger(str(tmp_path / "l.sqlite")).migrate() == 3  # re-opening applies nothing new
-    with led.engine.connect() as conn:
-        versions = [r[0] for r in conn.exec_driver_sql("SELECT version FROM schema_version ORDER BY version")]
-    assert versions == [1, 2, 3]
-
-
-def test_old_database_is_migrated_in_order(tmp_path: Path) -> None:
-    """A ledger left at version 1 (no append-only triggers, no invoices) is brought up to date, data kept."""
-    from sqlalchemy import create_engine
-
-    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
-    eng = create_engine(url)
-    with eng.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at VARCHAR(40))"
-        )
-        MIGRATIONS[0](conn)
-        conn.exec_driver_sql("INSERT INTO schema_version VALUES (1, 'then')")
-        conn.execute(text("INSERT INTO tenant VALUES ('acme', 'vbp', :b, 'x', 'then')"), {"b": BOOK})
-    eng.dispose()
-    led = Ledger(url)
-    assert led.schema_version() == 3
-    assert led.tenant("acme").model == "vbp"
-    led.ingest([rec()])
-    with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:
-        conn.execute(text("DELETE FROM usage"))
-
-
-def test_usage_is_append_only(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
-    led.ingest([rec()])
+def test_usage_is_append_only(db: str) -> None:
+    led = _ledger(db)
+    led.ingest([rec()], tenant="acme")
     for stmt in ("UPDATE usage SET bytes = 0", "DELETE FROM usage"):
         with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:
             conn.execute(text(stmt))
     assert led.count_usage() == 1
 
 
-def test_ingest_idempotent_and_conflict_rejected(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
-    first = led.ingest([rec(record_id="a"), rec(record_id="b", vm="vm2")])
+def test_ingest_idempotent_and_conflict_rejected(db: str) -> None:
+    led = _ledger(db)
+    first = led.ingest([rec(record_id="a"), rec(record_id="b", vm="vm2")], tenant="acme")
     assert (first.new, first.unchanged) == (2, 0)
-    again = led.ingest([rec(record_id="a"), rec(record_id="b", vm="vm2")])
+    again = led.ingest([rec(record_id="a"), rec(record_id="b", vm="vm2")], tenant="acme")
     assert (again.new, again.unchanged) == (0, 2)
     with pytest.raises(UserError, match="'a' was already ingested with different content"):
-        led.ingest([rec(record_id="c"), rec(record_id="a", bytes=999)])
+        led.ingest([rec(record_id="c"), rec(record_id="a", bytes=999)], tenant="acme")
     assert led.count_usage() == 2  # 'c' was not written either: one transaction per file
     with pytest.raises(UserError, match="appears twice with different content"):
-        led.ingest([rec(record_id="d"), rec(record_id="d", bytes=5)])
+        led.ingest([rec(record_id="d"), rec(record_id="d", bytes=5)], tenant="acme")
 
 
-def test_unknown_tenant_rejected_nothing_written(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
+def test_unknown_tenant_rejected_nothing_written(db: str) -> None:
+    led = _ledger(db)
     with pytest.raises(UserError, match="unknown tenant 'zed'"):
-        led.ingest([rec(record_id="a"), rec(record_id="b", tenant="zed")])
+        led.ingest([rec(record_id="a"), rec(record_id="b", tenant="zed")], tenant=None)
     assert led.count_usage() == 0
 
 
-def test_tenant_re_add(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
+def test_tenant_re_add(db: str) -> None:
+    led = _ledger(db)
     assert led.add_tenant("acme", "vbp", BOOK) is False
     with pytest.raises(UserError, match="different model or book"):
         led.add_tenant("acme", "fbp", BOOK)
@@ -101,16 +70,17 @@ def test_tenant_re_add(tmp_path: Path) -> None:
         led.add_tenant("x", "softbw", BOOK.split("[softbw]")[0])
 
 
-def test_vbp_charges_vm_hours_not_flow_hours(tmp_path: Path) -> None:
+def test_vbp_charges_vm_hours_not_flow_hours(db: str) -> None:
     """An MRG VM (5 Gb/s, 2): flow A alone for 1 h, then A and B together for 1 h (both carry the VM's pair).
 
     That is 2 VM-hours at 0.10 + 0.06 + 0.20 = 0.36 (not 3 flow-hours); then 1 h idle (not charged), then
     a VM-level record of the DS VM2 (0, 2) for 30 min at 0.16.
     """
-    led = _ledger(tmp_path)
+    led = _ledger(db)
     mrg = {"cos": "mrg", "vm": "vm1", "theta_bps": 5 * G, "omega": "2"}
     led.ingest(
-        [
+        tenant="acme",
+        records=[
             rec(record_id="a", flow_id="A", end_ns=T0 + 2 * H, **mrg),
             rec(record_id="b", flow_id="B", start_ns=T0 + H, end_ns=T0 + 2 * H, **mrg),
             rec(record_id="v2", vm="vm2", flow_id=None, cos="ds", omega="2", start_ns=T0 + 3 * H,
@@ -132,11 +102,12 @@ def test_vbp_charges_vm_hours_not_flow_hours(tmp_path: Path) -> None:
     assert inv["subtotals"] == {"mrg": "0.72", "ds": "0.08"}
 
 
-def test_fbp_runtime_upgrade_time_sliced(tmp_path: Path) -> None:
+def test_fbp_runtime_upgrade_time_sliced(db: str) -> None:
     """Flow f: BE 1 h (add-on 0), DS (0, 2) 30 min (0.032/h), MRG (2.5 Gb/s, 2) 30 min (0.132/h)."""
-    led = _ledger(tmp_path, "fbp")
+    led = _ledger(db, "fbp")
     led.ingest(
-        [
+        tenant="acme",
+        records=[
             rec(record_id="s0"),
             rec(record_id="s1", cos="ds", omega="2", start_ns=T0 + H, end_ns=T0 + 3 * H // 2),
             rec(
@@ -147,7 +118,7 @@ def test_fbp_runtime_upgrade_time_sliced(tmp_path: Path) -> None:
                 start_ns=T0 + 3 * H // 2,
                 end_ns=T0 + 2 * H,
             ),
-        ]
+        ],
     )
     inv = _invoice(led)
     # exact 0 + 0.016 + 0.066 = 0.082 -> total 0.08; floors 0.01 + 0.06 leave one cent, which goes to the
@@ -157,25 +128,27 @@ def test_fbp_runtime_upgrade_time_sliced(tmp_path: Path) -> None:
     assert inv["total"] == "0.08"
 
 
-def test_many_sub_cent_lines_are_not_rounded_away(tmp_path: Path) -> None:
+def test_many_sub_cent_lines_are_not_rounded_away(db: str) -> None:
     """100 FBP DS slices of 36 s each (0.032/h x 0.01 h = 0.00032 each): the total is 0.032 -> 0.03."""
-    led = _ledger(tmp_path, "fbp")
+    led = _ledger(db, "fbp")
     led.ingest(
-        [
+        tenant="acme",
+        records=[
             rec(record_id=f"s{i}", flow_id=f"f{i}", cos="ds", omega="2", end_ns=T0 + H // 100)
             for i in range(100)
-        ]
+        ],
     )
     inv = _invoice(led)
     amounts = [Decimal(str(ln["amount"])) for ln in inv["lines"]]  # type: ignore[union-attr]
     assert inv["total"] == "0.03" and sum(amounts) == Decimal("0.03") and amounts.count(Decimal("0.01")) == 3
 
 
-def test_softbw_charging_rules(tmp_path: Path) -> None:
-    led = _ledger(tmp_path, "softbw")
+def test_softbw_charging_rules(db: str) -> None:
+    led = _ledger(db, "softbw")
     ten_h = 10 * H
     led.ingest(
-        [
+        tenant="acme",
+        records=[
             # strict B = 2 at r = 5 Gb/s for 10 h: 2 (1.2) 0.05 x 10 = 1.20; x = 3: 3 (0.3) 0.03 x 10 = 0.27
             rec(record_id="st", flow_id="st", cos="mrg", theta_bps=2 * G, guarantee="strict",
                 end_ns=T0 + ten_h, bytes=5 * G * 36_000 // 8),
@@ -208,27 +181,30 @@ def test_softbw_charging_rules(tmp_path: Path) -> None:
     [
         ({"guarantee": "dynamic"}, "needs deadline_ns and deadline_met"),
         ({"guarantee": "strict"}, "strict guarantee needs theta_bps"),
-        ({"guarantee": "fair", "end_ns": T0}, "zero-length interval"),
+        (
+            {"guarantee": "fair", "bytes": 10 * G * 3600 // 8 + 1},
+            r"more than the link \(capacity C = 10Gbit\)",
+        ),
     ],
 )
-def test_softbw_uncharged_records_rejected(tmp_path: Path, kw: dict[str, object], needle: str) -> None:
-    led = _ledger(tmp_path, "softbw")
+def test_softbw_uncharged_records_rejected(db: str, kw: dict[str, object], needle: str) -> None:
+    led = _ledger(db, "softbw")
     with pytest.raises(UserError, match=needle):
-        led.ingest([rec(record_id="ok"), rec(record_id="bad", **kw)])
+        led.ingest([rec(record_id="ok"), rec(record_id="bad", **kw)], tenant="acme")
     assert led.count_usage() == 0
 
 
-def test_period_boundary_splits_by_time(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
-    led.ingest([rec(start_ns=T0 - H, end_ns=T0 + H)])  # 23:00 on Oct 31 to 01:00 on Nov 1
+def test_period_boundary_splits_by_time(db: str) -> None:
+    led = _ledger(db)
+    led.ingest([rec(start_ns=T0 - H, end_ns=T0 + H)], tenant="acme")  # 23:00 on Oct 31 to 01:00 on Nov 1
     assert _invoice(led, period="2026-10")["total"] == "0.10"
     assert _invoice(led, period="2026-11")["total"] == "0.10"
     assert _invoice(led, period="2026-12")["total"] == "0.00"
 
 
-def test_invoice_json_and_csv(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
-    led.ingest([rec(cos="ds", omega="2")])
+def test_invoice_json_and_csv(db: str) -> None:
+    led = _ledger(db)
+    led.ingest([rec(cos="ds", omega="2")], tenant="acme")
     t = led.tenant("acme")
     s, e = parse_period("2026-11")
     inv = build_invoice("acme", "vbp", t.book, led.usage("acme", s, e), "2026-11")
@@ -241,21 +217,21 @@ def test_invoice_json_and_csv(tmp_path: Path) -> None:
     assert isinstance(inv.total, Decimal)
 
 
-def test_parquet_file_ingest(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
+def test_parquet_file_ingest(db: str, tmp_path: Path) -> None:
+    led = _ledger(db)
     path = tmp_path / "u.parquet"
     recs: list[UsageRecord] = [
         rec(record_id=f"p{i}", start_ns=T0 + i * H, end_ns=T0 + (i + 1) * H) for i in range(3)
     ]
     write_usage(recs, path)
-    assert led.ingest_file(path).new == 3
-    assert led.ingest_file(path).new == 0
+    assert led.ingest_file(path, tenant="acme").new == 3
+    assert led.ingest_file(path, tenant="acme").new == 0
     assert _invoice(led)["total"] == "0.30"
 
 
-def test_issued_invoices_are_revisions_never_rewritten(tmp_path: Path) -> None:
-    led = _ledger(tmp_path)
-    led.ingest([rec(record_id="a")])
+def test_issued_invoices_are_revisions_never_rewritten(db: str) -> None:
+    led = _ledger(db)
+    led.ingest([rec(record_id="a")], tenant="acme")
 
     def issue() -> tuple[int, bool]:
         body = _invoice(led)
@@ -263,7 +239,7 @@ def test_issued_invoices_are_revisions_never_rewritten(tmp_path: Path) -> None:
 
     assert issue() == (1, True)
     assert issue() == (1, False)  # same content: nothing new
-    led.ingest([rec(record_id="late", vm="vm9")])  # usage for November arriving after the invoice
+    led.ingest([rec(record_id="late", vm="vm9")], tenant="acme")  # November usage arriving after the invoice
     assert issue() == (2, True)
     assert [(r, tot) for r, tot, _at in led.issued("acme", "2026-11")] == [(1, "0.10"), (2, "0.20")]
     with pytest.raises(DatabaseError, match="immutable"), led.engine.begin() as conn:
@@ -302,16 +278,70 @@ def test_vbp_sweep_matches_minute_by_minute_count(book: PriceBook) -> None:
         assert got.get(vm, Decimal(0)) == pytest.approx(hourly[vm] * len(busy) / 60, abs=Decimal("1e-20"))
 
 
-def test_writers_lock_up_front_readers_do_not(tmp_path: Path) -> None:
-    """A write transaction holds the SQLite write lock from BEGIN; another connection can still read."""
-    import sqlite3
+def test_writers_lock_up_front_readers_do_not(db: str, backend: str) -> None:
+    """A write transaction holds the ledger's write lock from its start; another writer waits (here: gives
+    up at once), a reader reads the committed state meanwhile."""
+    led = _ledger(db)
+    led.ingest([rec(record_id="a")], tenant="acme")
+    with led._write() as conn:
+        conn.execute(text("INSERT INTO ingest_batch (source_file, file_sha256, n_new, n_same, ingested_at)"
+                          " VALUES ('x', 'x', 0, 0, 'now')"))  # fmt: skip
+        if backend == "sqlite":
+            import sqlite3
 
-    path = tmp_path / "lock.sqlite"
-    led = Ledger(str(path))
-    led.add_tenant("acme", "vbp", BOOK)
-    with led._begin_retry() as _conn:
-        other = sqlite3.connect(path, timeout=0, isolation_level=None)
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
-            other.execute("BEGIN IMMEDIATE")
+            other = sqlite3.connect(db, timeout=0, isolation_level=None)
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+            other.close()
+        else:
+            from paccp.pricing.ledger import PG_LOCK_KEY
+
+            other_led = Ledger(db)
+            with other_led.engine.connect() as oc:
+                assert oc.execute(text(f"SELECT pg_try_advisory_xact_lock({PG_LOCK_KEY})")).scalar() is False
+            other_led.close()
         assert led.tenant("acme").model == "vbp"  # a reader, while the write lock is held
-        other.close()
+        assert led.count_usage() == 1
+
+
+def test_usage_ids_are_per_tenant(db: str) -> None:
+    """Two tenants may use the same record id; neither can see, block or overwrite the other's record."""
+    led = _ledger(db)
+    led.add_tenant("zeta", "vbp", BOOK)
+    assert led.ingest([rec(record_id="same")], tenant="acme").new == 1
+    assert led.ingest([rec(record_id="same", tenant="zeta", bytes=7)], tenant="zeta").new == 1
+    assert _invoice(led, "acme")["total"] == _invoice(led, "zeta")["total"] == "0.10"
+
+
+def test_ingest_is_scoped_to_the_named_tenant(db: str) -> None:
+    """A file for acme that names zeta is rejected whole; the operator's multi-tenant import accepts it."""
+    led = _ledger(db)
+    led.add_tenant("zeta", "vbp", BOOK)
+    mixed = [rec(record_id="a"), rec(record_id="z", tenant="zeta")]
+    with pytest.raises(UserError, match="belongs to tenant 'zeta', not 'acme'"):
+        led.ingest(mixed, tenant="acme")
+    assert led.count_usage() == 0
+    assert led.ingest(mixed, tenant=None).new == 2  # explicit multi-tenant import
+
+
+def test_omega_spelling_does_not_change_content(db: str) -> None:
+    """The same record with omega "2.0" and "2" is one record (canonical content hash)."""
+    led = _ledger(db)
+    assert led.ingest([rec(record_id="a", cos="ds", omega="2.0")], tenant="acme").new == 1
+    again = led.ingest([rec(record_id="a", cos="ds", omega="2")], tenant="acme")
+    assert (again.new, again.unchanged) == (0, 1)
+    assert _invoice(led)["lines"][0]["omega"] == "2"  # type: ignore[index]
+
+
+def test_decimals_are_never_floats(db: str) -> None:
+    """omega and issued totals come back as the exact decimals that went in (NUMERIC / decimal text)."""
+    led = _ledger(db)
+    om = "1.000000000000000000000000000001"  # 31 significant digits: a double would lose them
+    led.ingest([rec(record_id="a", cos="ds", omega=om)], tenant="acme")
+    (got,) = led.usage("acme", 0, 2**63 - 1)
+    assert got.omega == Decimal(om) and isinstance(got.omega, Decimal)
+    led.issue("acme", "2026-11", "USD", "12345678901234.57", {"k": 1})
+    assert led.issued("acme", "2026-11")[0][1] == "12345678901234.57"
+    with led.engine.connect() as conn:
+        raw = conn.execute(text("SELECT omega, total FROM usage, invoice")).one()
+    assert not any(isinstance(v, float) for v in raw)

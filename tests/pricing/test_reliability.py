@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,15 +38,10 @@ def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str
 
 
 @pytest.fixture()
-def setup(tmp_path: Path, book_file: Path) -> tuple[str, Path, Path]:
-    """A ledger with tenant acme (VBP) and two overlapping usage files (records 0..N-1 and N/2..3N/2-1)."""
-    db = str(tmp_path / "ledger.sqlite")
-    assert (
-        paccp(
-            "bill", "tenant", "add", "acme", "--model", "vbp", "--book", str(book_file), "--db", db
-        ).returncode
-        == 0
-    )
+def setup(tmp_path: Path, book_file: Path, db: str) -> tuple[str, Path, Path]:
+    """A ledger (SQLite, then PostgreSQL) with tenant acme (VBP) and two overlapping usage files (records
+    0..N-1 and N/2..3N/2-1)."""
+    Ledger(db).add_tenant("acme", "vbp", book_file.read_text())
     recs = [
         rec(record_id=f"r{i}", vm=f"vm{i % 7}", flow_id=f"f{i}", cos="ds", omega="2",
             start_ns=T0 + i * H // 10, end_ns=T0 + i * H // 10 + H // 4)
@@ -71,7 +67,7 @@ def reference_invoice(tmp_path: Path, book_file: Path, *files: Path) -> dict[str
     led = Ledger(ref)
     led.add_tenant("acme", "vbp", book_file.read_text())
     for f in files:
-        led.ingest_file(f)
+        led.ingest_file(f, tenant="acme")
     return invoice(ref)
 
 
@@ -79,7 +75,9 @@ def test_two_concurrent_ingesters_lose_nothing_double_charge_nothing(
     tmp_path: Path, book_file: Path, setup: tuple[str, Path, Path]
 ) -> None:
     db, a, b = setup
-    procs = [start("bill", "ingest", str(f), "--db", db) for f in (a, b)]  # overlapping files, at once
+    procs = [
+        start("bill", "ingest", str(f), "--tenant", "acme", "--db", db) for f in (a, b)
+    ]  # overlapping files, at once
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
     assert Ledger(db).count_usage() == 3 * N // 2
@@ -93,18 +91,18 @@ def test_two_concurrent_ingesters_lose_nothing_double_charge_nothing(
 
 
 def test_sigkill_mid_ingest_leaves_nothing_and_rerun_completes(
-    tmp_path: Path, book_file: Path, setup: tuple[str, Path, Path]
+    tmp_path: Path, book_file: Path, setup: tuple[str, Path, Path], new_db: Callable[..., str]
 ) -> None:
     db, a, _b = setup
     env = {**os.environ, SLEEP_ENV: "60"}
-    victim = start("bill", "ingest", str(a), "--db", db, env=env)
+    victim = start("bill", "ingest", str(a), "--tenant", "acme", "--db", db, env=env)
     assert victim.stderr is not None
     line = victim.stderr.readline()  # the hook prints this after half the rows are inserted, inside the txn
     assert line.startswith("INGEST-MIDWAY"), line
     # meanwhile readers are not blocked and see none of the uncommitted rows
     assert invoice(db)["total"] == "0.00" and Ledger(db).count_usage() == 0
     # a second ingester started now must wait for the lock, then do the whole file itself
-    waiter = start("bill", "ingest", str(a), "--db", db)
+    waiter = start("bill", "ingest", str(a), "--tenant", "acme", "--db", db)
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=30)
     assert victim.returncode == -signal.SIGKILL
@@ -113,9 +111,9 @@ def test_sigkill_mid_ingest_leaves_nothing_and_rerun_completes(
     assert f"{N} new" in out
     assert Ledger(db).count_usage() == N
     # and the plain case: kill, nothing is left, re-running completes it
-    db2 = str(tmp_path / "second.sqlite")
+    db2 = new_db()
     Ledger(db2).add_tenant("acme", "vbp", book_file.read_text())
-    victim = start("bill", "ingest", str(a), "--db", db2, env=env)
+    victim = start("bill", "ingest", str(a), "--tenant", "acme", "--db", db2, env=env)
     assert victim.stderr is not None and victim.stderr.readline().startswith("INGEST-MIDWAY")
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=30)
@@ -123,8 +121,8 @@ def test_sigkill_mid_ingest_leaves_nothing_and_rerun_completes(
     assert led.count_usage() == 0
     with led.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT COUNT(*) FROM ingest_batch").scalar() == 0
-    assert paccp("bill", "ingest", str(a), "--db", db2).returncode == 0
-    Ledger(db2).ingest_file(a)  # twice = once
+    assert paccp("bill", "ingest", str(a), "--tenant", "acme", "--db", db2).returncode == 0
+    Ledger(db2).ingest_file(a, tenant="acme")  # twice = once
     assert invoice(db2) == reference_invoice(tmp_path, book_file, a)
 
 
@@ -140,13 +138,15 @@ BAD_LINES = [
 
 @pytest.mark.parametrize(("bad", "needle"), BAD_LINES)
 def test_bad_records_rejected_one_line_exit_2_nothing_written(
-    tmp_path: Path, setup: tuple[str, Path, Path], bad: str, needle: str
+    tmp_path: Path, book_file: Path, bad: str, needle: str
 ) -> None:
-    db, _a, _b = setup
+    """Records are checked before the database is touched: one backend (SQLite) is enough here."""
+    db = str(tmp_path / "ledger.sqlite")
+    Ledger(db).add_tenant("acme", "vbp", book_file.read_text())
     path = tmp_path / "bad.jsonl"
     good = [rec(record_id=f"g{i}").to_json_line() for i in range(5)]
     path.write_text("\n".join([*good, bad, *good[:1]]) + "\n")
-    out = paccp("bill", "ingest", str(path), "--db", db)
+    out = paccp("bill", "ingest", str(path), "--all-tenants", "--db", db)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("paccp: error: ") and needle in lines[0], out.stderr

@@ -13,8 +13,9 @@ pub struct Scenario {
     pub packet: PacketCfg,
     /// TCP parameters.
     pub transport: TransportCfg,
-    /// Congestion control.
-    pub cc: CcCfg,
+    /// Congestion control: an object with a `kind` (`reno`, `paccp`, or a registered scheme) and that
+    /// scheme's parameters, read by the scheme's own parser (`crate::cc`).
+    pub cc: serde_json::Value,
     /// The network.
     pub topology: TopologyCfg,
     /// Path selection.
@@ -30,6 +31,83 @@ pub struct Scenario {
     pub arrivals: Vec<ArrivalCfg>,
     /// What to sample.
     pub sampling: SamplingCfg,
+    /// Queue disciplines (optional; absent = FIFO drop-tail everywhere, as before they existed).
+    #[serde(default)]
+    pub queues: QueuesCfg,
+}
+
+/// Queue disciplines of the host NIC channels and of the switch output channels.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueuesCfg {
+    /// Every host's NIC queue (the host egress stage).
+    #[serde(default)]
+    pub host: QdiscCfg,
+    /// Every switch output queue.
+    #[serde(default)]
+    pub switch: QdiscCfg,
+}
+
+/// A queue discipline.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum QdiscCfg {
+    /// FIFO drop-tail with the link's (or the NIC's) buffer.
+    #[default]
+    DropTail,
+    /// Strict priority: a packet of class k goes to level min(k, N-1); level 0 is served first.
+    StrictPriority {
+        /// Drop-tail limit of each level (level 0 first).
+        levels: Vec<BufCfg>,
+    },
+    /// One queue per VM (flows without a VM share one), served by a packet selector.
+    PerVm {
+        /// Drop-tail limit of each VM's queue.
+        buffer: BufCfg,
+        /// The selector: `{"kind": "round_robin"}` or a registered one.
+        selector: serde_json::Value,
+    },
+    /// Token-bucket rate limiters per class or per VM; other traffic unshaped.
+    Shaper {
+        /// What the buckets are keyed by.
+        by: ShapeByCfg,
+        /// The buckets.
+        buckets: Vec<BucketCfg>,
+        /// Drop-tail limit of the unshaped traffic's FIFO.
+        unshaped_buffer: BufCfg,
+        /// Serve eligible buckets in their listed order before unshaped traffic (default false:
+        /// round-robin between every eligible queue).
+        #[serde(default)]
+        priority: bool,
+    },
+}
+
+/// What shaper buckets are keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShapeByCfg {
+    /// The packet's class (the flow's `class`).
+    Class,
+    /// The flow's VM.
+    Vm,
+}
+
+/// One token bucket.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BucketCfg {
+    /// The class it shapes (with `by = "class"`).
+    #[serde(default)]
+    pub class: Option<u8>,
+    /// The VM it shapes (with `by = "vm"`).
+    #[serde(default)]
+    pub vm: Option<String>,
+    /// Token rate.
+    pub rate_bps: u64,
+    /// Bucket depth (the largest burst).
+    pub burst_bytes: u64,
+    /// Drop-tail limit of its queue.
+    pub buffer: BufCfg,
 }
 
 /// Packet sizes.
@@ -62,44 +140,20 @@ pub struct TransportCfg {
     pub delayed_ack_timeout_ns: u64,
     /// Duplicate ACKs that trigger fast retransmit.
     pub dupack_threshold: u32,
-    /// Selective acknowledgements (optional, default false = NewReno recovery): in recovery the sender
-    /// retransmits every hole below the highest SACKed segment, pipe-limited (RFC 6675 style).
-    #[serde(default)]
+    /// Selective acknowledgements (RFC 2018 blocks, RFC 6675 recovery; false = NewReno recovery).
     pub sack: bool,
-    /// Host backpressure (optional, default false): a sender does not put a new data segment into its
+    /// Host backpressure: a sender does not put a new data segment into its
     /// full NIC queue but waits until the NIC dequeues a packet (like Linux TCP small queues), and host
     /// NIC queues never drop: ACKs and fast retransmissions are always accepted (they may exceed the
     /// limit by a few packets).
-    #[serde(default)]
     pub host_backpressure: bool,
-    /// Host fair queuing (optional, default 0 = off): a flow may hold at most this many data packets in
+    /// Host fair queuing (0 = off): a flow may hold at most this many data packets in
     /// its host's NIC queue; it sends more only as its own packets are serialised. With several
     /// backlogged flows the NIC then serves them round-robin, this many packets each, and a new flow's
     /// packet waits behind at most that many packets of every other flow of the host (an approximation of
     /// Linux's per-flow qdiscs, fq / fq_codel, over a byte-limited NIC ring; without it the host NIC is one
     /// FIFO shared by all of the host's flows).
-    #[serde(default)]
     pub host_fq_pkts: u32,
-}
-
-/// Congestion control selection.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum CcCfg {
-    /// PACCP (SPEC section 3).
-    Paccp {
-        /// Acceleration constant below Wmin (> 1).
-        rcos: f64,
-        /// Floor of the window in segments.
-        #[serde(default = "one")]
-        min_cwnd_pkts: f64,
-    },
-    /// TCP Reno (ignores theta/omega).
-    Reno {
-        /// Floor of the window in segments.
-        #[serde(default = "one")]
-        min_cwnd_pkts: f64,
-    },
 }
 
 fn one() -> f64 {
@@ -274,6 +328,10 @@ pub struct FlowCfg {
     /// Scheduled FBP changes.
     #[serde(default)]
     pub changes: Vec<ChangeCfg>,
+    /// Class / mark of its packets (optional, default 0): the level of a strict-priority queue, the
+    /// key of a class shaper.
+    #[serde(default)]
+    pub class: u8,
 }
 
 /// Destination rule of an arrival generator.

@@ -1,15 +1,32 @@
 //! PACCP simulation engine: a deterministic packet-level datacenter simulator with the PACCP
 //! congestion-control law. Input and output are the JSON documents of `docs/engine-contract.md`.
+//!
+//! Module map: [`event`] (the clock, the heap, the same-instant order), [`net`] (packets, channels,
+//! queue disciplines), [`host`] (the host egress stage: per-VM queues with a packet selector,
+//! token-bucket shapers), [`transport`] (TCP sender, receiver, SACK recovery, delayed ACK, RTO),
+//! [`cc`] (the congestion-control trait, one file per algorithm), [`workload`] (arrivals),
+//! [`metrics`] (samples and output), [`sim`] (the event loop and the flows' life), [`topo`]
+//! (topologies and routes), [`config`] (the input).
 #![warn(missing_docs)]
 
 pub mod cc;
 pub mod config;
 pub mod error;
+pub(crate) mod event;
+pub mod host;
+pub(crate) mod metrics;
+pub mod net;
 pub mod rng;
 mod sack;
 pub mod sim;
 pub mod topo;
+pub(crate) mod transport;
 pub mod units;
+pub(crate) mod workload;
+
+use cc::{CcMaker, CcParser};
+use host::{SelectorMaker, SelectorParser, VmInfo};
+use serde_json::Value;
 
 pub use error::{EngineError, Result};
 pub use sim::{Progress, Simulation};
@@ -19,6 +36,86 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Hash of the engine's source files (set by `build.rs`): identifies the engine code a result came from.
 pub const SOURCE_HASH: &str = env!("PACCP_SIM_SOURCE_HASH");
+
+/// The schemes a scenario may name: congestion controls (`cc.kind`) and host packet selectors
+/// (`queues.host.selector.kind`). [`Registry::default`] holds the built-in ones; code outside the
+/// crate (a test, a binding) registers more without editing the engine.
+pub struct Registry {
+    cc: Vec<(String, CcParser)>,
+    selectors: Vec<(String, SelectorParser)>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            cc: cc::builtin()
+                .into_iter()
+                .map(|(k, p)| (k.to_string(), p))
+                .collect(),
+            selectors: host::builtin_selectors()
+                .into_iter()
+                .map(|(k, p)| (k.to_string(), p))
+                .collect(),
+        }
+    }
+}
+
+fn kind_of<'a>(field: &str, v: &'a Value) -> Result<&'a str> {
+    v.get("kind")
+        .and_then(Value::as_str)
+        .ok_or_else(|| EngineError::invalid(format!("{field}.kind"), "missing (a string)"))
+}
+
+fn unknown(field: &str, what: &str, kind: &str, known: Vec<&str>) -> EngineError {
+    EngineError::invalid(
+        format!("{field}.kind"),
+        format!("unknown {what} '{kind}' (known: {})", known.join(", ")),
+    )
+}
+
+impl Registry {
+    /// Adds (or replaces) the congestion control `kind`.
+    pub fn register_cc(&mut self, kind: &str, parser: CcParser) -> &mut Self {
+        self.cc.retain(|(k, _)| k != kind);
+        self.cc.push((kind.to_string(), parser));
+        self
+    }
+
+    /// Adds (or replaces) the host packet selector `kind`.
+    pub fn register_selector(&mut self, kind: &str, parser: SelectorParser) -> &mut Self {
+        self.selectors.retain(|(k, _)| k != kind);
+        self.selectors.push((kind.to_string(), parser));
+        self
+    }
+
+    /// The controller maker of a scenario's `cc` object.
+    pub fn cc_maker(&self, v: &Value) -> Result<CcMaker> {
+        let kind = kind_of("cc", v)?;
+        match self.cc.iter().find(|(k, _)| k == kind) {
+            Some((_, parse)) => parse(v),
+            None => Err(unknown(
+                "cc",
+                "congestion control",
+                kind,
+                self.cc.iter().map(|(k, _)| k.as_str()).collect(),
+            )),
+        }
+    }
+
+    /// The selector maker of a `selector` object at `field`.
+    pub fn selector_maker(&self, field: &str, v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
+        let kind = kind_of(field, v)?;
+        match self.selectors.iter().find(|(k, _)| k == kind) {
+            Some((_, parse)) => parse(v, vms),
+            None => Err(unknown(
+                field,
+                "selector",
+                kind,
+                self.selectors.iter().map(|(k, _)| k.as_str()).collect(),
+            )),
+        }
+    }
+}
 
 /// Parses a scenario JSON document.
 pub fn parse(scenario_json: &str) -> Result<config::Scenario> {
@@ -35,6 +132,15 @@ pub fn run_value(
 
 /// Runs a scenario JSON document and returns the output JSON document.
 pub fn run_json(scenario_json: &str, progress: Option<Progress<'_>>) -> Result<String> {
-    let out = run_value(parse(scenario_json)?, progress)?;
+    run_json_with(&Registry::default(), scenario_json, progress)
+}
+
+/// [`run_json`] with the schemes of `reg`.
+pub fn run_json_with(
+    reg: &Registry,
+    scenario_json: &str,
+    progress: Option<Progress<'_>>,
+) -> Result<String> {
+    let out = Simulation::with_registry(parse(scenario_json)?, reg)?.run(progress)?;
     serde_json::to_string(&out).map_err(|e| EngineError::Parse(e.to_string()))
 }

@@ -1,5 +1,7 @@
 //! Conformance of the control law against tests/vectors/paccp_law.json (tools/gen_law_vectors.py).
-use paccp_sim::cc::{per_rtt, wmin_segments, Cc, LawParams, Phase, Window};
+use paccp_sim::cc::{
+    per_rtt, wmin_segments, CcCtx, Controller, LawParams, Paccp, Phase, Policy, Window,
+};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -43,14 +45,25 @@ fn per_rtt_and_per_ack_rules_match_the_vectors() {
         let got = per_rtt(phase, cwnd, &p, loss);
         assert!(close(got, want, tol), "{id}: per_rtt {got} != {want}");
         // The CC driven per ACK (ssthresh infinite in slow start, at or below cwnd in avoidance).
-        let cc = Cc::Paccp { rcos, min_cwnd };
+        let mut cc = Paccp { rcos, min_cwnd };
+        // theta chosen so that theta * srtt / (8 MSS) = wmin (up to rounding).
+        let ctx = CcCtx {
+            now_ps: 0,
+            srtt_ns: Some(1e9),
+            mss_bytes: 1,
+            policy: Policy {
+                theta_bps: wmin * 8.0,
+                omega,
+            },
+            peers: &[],
+        };
         let mut w = Window {
             cwnd,
             ssthresh: if ss { f64::INFINITY } else { cwnd },
         };
         let pa = &c["per_ack"];
         if loss {
-            cc.on_fast_retransmit(&mut w, omega);
+            cc.on_loss(&mut w, &ctx);
             let want_ss = pa["ssthresh"].as_f64().unwrap();
             assert!(
                 close(w.ssthresh, want_ss, tol),
@@ -59,9 +72,19 @@ fn per_rtt_and_per_ack_rules_match_the_vectors() {
             );
         } else {
             let acks = pa["acks"].as_u64().unwrap();
+            // The per-segment rule with the vector's wmin (exact), and the trait hook, whose wmin
+            // comes from (theta, srtt, mss), within the tolerance.
+            let mut via_hook = w;
             for _ in 0..acks {
-                cc.on_ack(&mut w, 1, wmin, omega);
+                cc.ack_segment(&mut w, wmin, omega);
+                cc.on_ack(&mut via_hook, 1, &ctx);
             }
+            let want = pa["cwnd"].as_f64().unwrap();
+            assert!(
+                close(via_hook.cwnd, want, tol),
+                "{id}: on_ack hook {} != {want}",
+                via_hook.cwnd
+            );
         }
         let want = pa["cwnd"].as_f64().unwrap();
         assert!(

@@ -30,6 +30,7 @@ from paccp.datapath.maps import (
     KIND_VM,
     PARAMS,
     Q20,
+    RULE_KEY,
     SLICE,
     SLICE_KEY,
     U32,
@@ -52,14 +53,18 @@ CC_NAME = "paccp"
 SOCKOPS_NAME = "paccp_sockops"
 MAP_NAMES = (
     "paccp_sk_par",
-    "paccp_sk_meta",
     "paccp_rules",
+    "paccp_gone",
+    "paccp_nrules",
     "paccp_vm_cfg",
     "paccp_vm_state",
     "paccp_flows",
     "paccp_slices",
     "paccp_global",
 )
+# every pin of this version's layout: a datapath loaded by an older paccp lacks some of them
+PINS = (*MAP_NAMES, "paccp_ops", "paccp_sockops", "paccp_cc_guard", "paccp_cg_rmdir_link")
+HOST_TENANT = "(host)"  # tenant of flows whose socket is in no VM cgroup
 
 
 # --- environment ------------------------------------------------------------------------------------
@@ -135,6 +140,11 @@ def is_loaded() -> bool:
     return CC_NAME in avail and Path(PIN_DIR, "paccp_ops").exists()
 
 
+def is_current() -> bool:
+    """True when what is pinned has this version's layout (every pin of :data:`PINS` exists)."""
+    return all(Path(PIN_DIR, name).exists() for name in PINS)
+
+
 @contextlib.contextmanager
 def _lock() -> Iterator[None]:
     """Serialise load/unload between concurrent paccp processes (testbeds started in parallel)."""
@@ -160,6 +170,11 @@ def load(rcos: float = 3.0) -> bool:
 def _load(rcos: float) -> bool:
     ensure_bpffs()
     if is_loaded():
+        if not is_current():
+            raise EnvironmentUnsupported(
+                f"paccp is loaded with another map layout (an older version; {PIN_DIR} lacks some of "
+                f"{', '.join(PINS)}): run `paccp datapath unload` first"
+            )
         return False
     avail = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
     if CC_NAME in avail:
@@ -185,21 +200,46 @@ def _load(rcos: float) -> bool:
     return True
 
 
-def _attached_cgroups() -> list[str]:
-    """Cgroup paths where the paccp sockops program is attached (from ``bpftool cgroup tree``)."""
+# cgroup programs of a VM: (bpftool attach type, pinned program name)
+CGROUP_PROGS = (("sock_ops", SOCKOPS_NAME), ("setsockopt", "paccp_cc_guard"))
+
+
+def _same_type(bpftool_type: str, attach_type: str) -> bool:
+    return bpftool_type in (attach_type, f"cgroup_{attach_type}")
+
+
+def attached_cgroups(progs: tuple[tuple[str, str], ...] = CGROUP_PROGS) -> list[tuple[str, str, str]]:
+    """(cgroup path, attach type, program name) of every attachment of ``progs`` (``bpftool cgroup tree``)."""
     root = cgroup2_root()
     res = subprocess.run(["bpftool", "-j", "cgroup", "tree", str(root)], capture_output=True, text=True)
     if res.returncode != 0 or not res.stdout.strip():
         return []
-    out: list[str] = []
+    out: set[tuple[str, str, str]] = set()
     for entry in json.loads(res.stdout):
         for prog in entry.get("programs", []):
-            if (
-                prog.get("attach_type") in ("sock_ops", "cgroup_sock_ops")
-                and prog.get("name") == SOCKOPS_NAME
-            ):
-                out.append(entry["cgroup"])
-    return sorted(set(out))
+            for at, name in progs:
+                if _same_type(prog.get("attach_type", ""), at) and prog.get("name") == name:
+                    out.add((entry["cgroup"], at, name))
+    return sorted(out)
+
+
+def attach_cgroup_prog(path: Path, attach_type: str, pinned: Path) -> None:
+    """Attach a pinned cgroup program (idempotent, multi-attach)."""
+    res = subprocess.run(["bpftool", "-j", "cgroup", "show", str(path)], capture_output=True, text=True)
+    if res.returncode == 0 and res.stdout.strip():
+        for prog in json.loads(res.stdout):
+            if _same_type(prog.get("attach_type", ""), attach_type) and prog.get("name") == pinned.name[:15]:
+                return
+    _run(
+        ["bpftool", "cgroup", "attach", str(path), attach_type, "pinned", str(pinned), "multi"],
+        f"attaching {pinned.name} to {path}",
+    )
+
+
+def detach_cgroup_prog(path: Path | str, attach_type: str, pinned: Path) -> None:
+    subprocess.run(
+        ["bpftool", "cgroup", "detach", str(path), attach_type, "pinned", str(pinned)], capture_output=True
+    )
 
 
 def unload() -> bool:
@@ -216,11 +256,10 @@ def unload() -> bool:
 def _unload() -> bool:
     if not Path(PIN_DIR).exists():
         return False
-    pinned = str(Path(PIN_DIR, "sockops"))
-    for cg in _attached_cgroups():
-        subprocess.run(["bpftool", "cgroup", "detach", cg, "sock_ops", "pinned", pinned], capture_output=True)
+    for cg, at, name in attached_cgroups():
+        detach_cgroup_prog(cg, at, Path(PIN_DIR, name))
     if Path(PIN_DIR, "paccp_ops").exists():
-        _run([str(BUILD / "paccp_loader"), "unload", PIN_DIR], "unregistering paccp")
+        _run([str(BUILD / "paccp_loader"), "unload", PIN_DIR, "paccp_ops"], "unregistering paccp")
     shutil.rmtree(PIN_DIR, ignore_errors=True)
     return True
 
@@ -234,14 +273,23 @@ def status() -> dict[str, Any]:
     st["loaded"] = True
     with Maps() as m:
         st["rcos"] = float(
-            GLOBAL.unpack(m.lookup("paccp_global", U32.pack(0), GLOBAL.size) or bytes(16))[0] / Q20
+            GLOBAL.unpack(m.lookup("paccp_global", U32.pack(0), GLOBAL.size) or bytes(GLOBAL.size))[0] / Q20
         )
+        reap(m)
         st["vms"] = [v.__dict__ for v in list_vms(m)]
         st["rules"] = list_rules(m)
         fl = list_flows(m)
         st["flows_live"] = sum(1 for f in fl if not f.ended)
         st["flows_ended"] = sum(1 for f in fl if f.ended)
-    st["sockops_cgroups"] = _attached_cgroups()
+        paths = cgroup_paths()
+        st["vms_removed"] = [
+            {
+                "cgroup": paths.get(U64.unpack(k)[0], f"cgroup:{U64.unpack(k)[0]}"),
+                "removed_ns": U64.unpack(v)[0],
+            }
+            for k, v in bpfsys.items(m.fd("paccp_gone"), 8, 8)
+        ]
+    st["sockops_cgroups"] = sorted({cg for cg, _at, _n in attached_cgroups()})
     return st
 
 
@@ -321,28 +369,44 @@ def resolve_cgroup(path: str) -> CgroupRef:
 NAMES_FILE = Path(os.environ.get("PACCP_STATE_DIR", "/run/paccp")) / "vm-names.json"
 
 
-def _remember_name(cg: CgroupRef) -> None:
-    """Keep cgroup id -> path after the cgroup is gone, so usage records name the VM stably."""
-    names = _known_names()
-    names[cg.cgid] = cg.rel
+@dataclass(frozen=True)
+class Known:
+    """What is remembered of a VM or rule owner (kept after its cgroup is gone, for usage records)."""
+
+    path: str
+    tenant: str | None = None
+
+
+def _remember(cg: CgroupRef, tenant: str | None) -> None:
+    """Keep cgroup id -> path (and tenant) after the cgroup is gone, so usage records name the VM stably."""
+    known = known_cgroups()
+    old = known.get(cg.cgid)
+    known[cg.cgid] = Known(cg.rel, tenant or (old.tenant if old else None))
     NAMES_FILE.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = NAMES_FILE.with_suffix(".tmp")
-    tmp.write_text(json.dumps({str(k): v for k, v in names.items()}))
+    tmp.write_text(json.dumps({str(k): {"path": v.path, "tenant": v.tenant} for k, v in known.items()}))
     tmp.replace(NAMES_FILE)
 
 
-def _known_names() -> dict[int, str]:
+def known_cgroups() -> dict[int, Known]:
+    """The registry of VMs and rule owners (older files held a bare path per id)."""
     try:
-        return {int(k): str(v) for k, v in json.loads(NAMES_FILE.read_text()).items()}
+        raw = json.loads(NAMES_FILE.read_text())
     except (OSError, ValueError):
         return {}
+    out: dict[int, Known] = {}
+    for k, v in raw.items():
+        if isinstance(v, dict):
+            out[int(k)] = Known(str(v.get("path")), v.get("tenant"))
+        else:
+            out[int(k)] = Known(str(v))
+    return out
 
 
-def cgroup_paths() -> dict[int, str]:
-    """Map cgroup id -> path relative to the v2 root (walks the tree; remembered names of removed VMs)."""
+def live_cgroups() -> dict[int, str]:
+    """Map cgroup id -> path relative to the v2 root, for the cgroups that exist now (walks the tree)."""
     root = cgroup2_root()
-    out = _known_names()
-    out[os.stat(root).st_ino] = "/"
+    out = {os.stat(root).st_ino: "/"}
     for dirpath, _dirs, _files in os.walk(root):
         try:
             out[os.stat(dirpath).st_ino] = "/" + str(Path(dirpath).relative_to(root)).strip(".").strip("/")
@@ -351,52 +415,76 @@ def cgroup_paths() -> dict[int, str]:
     return out
 
 
+def cgroup_paths() -> dict[int, str]:
+    """Map cgroup id -> path: existing cgroups, plus remembered names of removed VMs and owners."""
+    out = {k: v.path for k, v in known_cgroups().items()}
+    out.update(live_cgroups())
+    return out
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who a flow or a VM slice is attributed to: tenant and VM (a cgroup path, or outside any VM)."""
+
+    tenant: str
+    vm: str
+
+
+def attribute(
+    vmid: int, cgid: int, paths: dict[int, str], known: dict[int, Known], default_tenant: str
+) -> Owner:
+    """The owner of a socket from its own cgroup: the VM it belongs to, else "outside-vm:<cgroup>".
+
+    Never from a rule's owner: a rule only applies to sockets inside its owner's cgroup.
+    """
+    if vmid:
+        k = known.get(vmid)
+        return Owner((k.tenant if k else None) or default_tenant, paths.get(vmid, f"cgroup:{vmid}"))
+    return Owner(HOST_TENANT, f"outside-vm:{paths.get(cgid, f'cgroup:{cgid}')}" if cgid else "outside-vm")
+
+
 def attach_sockops(cg: CgroupRef) -> None:
-    """Attach the paccp sockops program to a cgroup (idempotent, multi-attach)."""
-    res = subprocess.run(["bpftool", "-j", "cgroup", "show", str(cg.path)], capture_output=True, text=True)
-    if res.returncode == 0 and res.stdout.strip():
-        for prog in json.loads(res.stdout):
-            if (
-                prog.get("attach_type") in ("sock_ops", "cgroup_sock_ops")
-                and prog.get("name") == SOCKOPS_NAME
-            ):
-                return
-    _run(
-        [
-            "bpftool",
-            "cgroup",
-            "attach",
-            str(cg.path),
-            "sock_ops",
-            "pinned",
-            str(Path(PIN_DIR, "sockops")),
-            "multi",
-        ],
-        f"attaching sockops to {cg.rel}",
-    )
+    """Attach the VM programs to a cgroup: sockops (selects paccp) and the setsockopt guard (keeps it)."""
+    for at, name in CGROUP_PROGS:
+        attach_cgroup_prog(cg.path, at, Path(PIN_DIR, name))
 
 
 def detach_sockops(cg: CgroupRef) -> None:
-    subprocess.run(
-        ["bpftool", "cgroup", "detach", str(cg.path), "sock_ops", "pinned", str(Path(PIN_DIR, "sockops"))],
-        capture_output=True,
-    )
+    for at, name in CGROUP_PROGS:
+        detach_cgroup_prog(cg.path, at, Path(PIN_DIR, name))
 
 
-def vm_set(cgroup: str, theta: str | int, omega: float) -> CgroupRef:
-    """Give a VM (cgroup) its (theta, omega); its connections use paccp from now on (VBP split)."""
+def _check_tenant(tenant: str | None) -> str | None:
+    if tenant is not None and not 1 <= len(tenant) <= 128:
+        raise UserError("--tenant must be 1..128 characters")
+    return tenant
+
+
+def vm_set(cgroup: str, theta: str | int, omega: float, tenant: str | None = None) -> CgroupRef:
+    """Give a VM (cgroup) its (theta, omega); its connections use paccp from now on (VBP split).
+
+    Its metering slice starts now (a VM with no traffic is metered too) and is closed by the next
+    ``vm set``, by ``vm clear`` or when the cgroup is removed.
+    """
     theta_bps, om = check_pair(theta, omega)
     cg = resolve_cgroup(cgroup)
+    _check_tenant(tenant)
+    _remember(cg, tenant)
     with Maps() as m:
         attach_sockops(cg)
         bpfsys.update(m.fd("paccp_vm_cfg"), U64.pack(cg.cgid), pack_params(theta_bps, om))
-        _close_vm_slice(m, cg.cgid, theta_bps, omega_to_q20(om))
-    _remember_name(cg)
+        fresh = VM_STATE.pack(0, 0, 0, theta_bps, omega_to_q20(om), 0, time.monotonic_ns(), 0)
+        try:
+            bpfsys.update(m.fd("paccp_vm_state"), U64.pack(cg.cgid), fresh, bpfsys.BPF_NOEXIST)
+        except FileExistsError:
+            _close_vm_slice(m, cg.cgid, theta_bps, omega_to_q20(om))
     return cg
 
 
-def _close_vm_slice(m: Maps, cgid: int, theta_bps: int, omega_q20: int) -> None:
+def _close_vm_slice(m: Maps, cgid: int, theta_bps: int, omega_q20: int, end: bool = False) -> None:
     """Close the VM's current (theta, omega) metering slice now and start one at the new pair.
+
+    With ``end`` the VM's metering state is dropped instead (its exporter series stop).
 
     The BPF side does the same lazily at the VM's next ACK; doing it here also closes slices of VMs with
     no traffic left. The map value is rewritten from user space, so bytes acked by the VM's flows between
@@ -407,12 +495,15 @@ def _close_vm_slice(m: Maps, cgid: int, theta_bps: int, omega_q20: int) -> None:
     if raw is None:
         return
     active, pad, nbytes, ptheta, pomega, pad2, since, b0 = VM_STATE.unpack(raw)
-    if (ptheta, pomega) == (theta_bps, omega_q20):
+    if (ptheta, pomega) == (theta_bps, omega_q20) and not end:
         return
     now = time.monotonic_ns()
     if pomega and now > since:
         skey = SLICE_KEY.pack(cgid, ptheta, pomega, KIND_VM, since)
         bpfsys.update(m.fd("paccp_slices"), skey, SLICE.pack(now - since, max(0, nbytes - b0)))
+    if end:
+        bpfsys.delete(m.fd("paccp_vm_state"), key)
+        return
     bpfsys.update(
         m.fd("paccp_vm_state"),
         key,
@@ -421,14 +512,49 @@ def _close_vm_slice(m: Maps, cgid: int, theta_bps: int, omega_q20: int) -> None:
 
 
 def vm_clear(cgroup: str, detach: bool = True) -> bool:
-    """Remove a VM's pair (its flows fall back to BE) and detach the sockops program from it."""
+    """Remove a VM's pair (its flows fall back to BE, outside any VM), close its metering slice (the
+    VM's last usage record) and drop its metering state, and detach the sockops program from it."""
     cg = resolve_cgroup(cgroup)
     with Maps() as m:
         existed = bpfsys.delete(m.fd("paccp_vm_cfg"), U64.pack(cg.cgid))
-        _close_vm_slice(m, cg.cgid, 0, Q20)  # the BPF side treats an unconfigured VM as BE (0, 1)
+        _close_vm_slice(m, cg.cgid, 0, Q20, end=True)
     if detach:
         detach_sockops(cg)
     return existed
+
+
+def reap(m: Maps) -> list[int]:
+    """Drop what belongs to removed cgroups; return their ids.
+
+    The cgroup_rmdir tracepoint program closes a removed VM's slice at removal time; this is the fallback
+    for removals it did not see (e.g. while paccp was not loaded: then the slice ends now), and it drops
+    the flow rules whose owner is gone. Called by status, usage, the exporter and testbed cleanup.
+    """
+    live = live_cgroups()
+    gone: set[int] = set()
+    for k in [k for k, _v in bpfsys.items(m.fd("paccp_vm_state"), 8, VM_STATE.size)]:
+        cgid = U64.unpack(k)[0]
+        if cgid not in live:
+            _close_vm_slice(m, cgid, 0, Q20, end=True)
+            gone.add(cgid)
+    for k, _v in bpfsys.items(m.fd("paccp_vm_cfg"), 8, PARAMS.size):
+        if U64.unpack(k)[0] not in live:
+            bpfsys.delete(m.fd("paccp_vm_cfg"), k)
+            gone.add(U64.unpack(k)[0])
+    dropped = False
+    for k, _v in bpfsys.items(m.fd("paccp_rules"), RULE_KEY.size, PARAMS.size):
+        owner = RULE_KEY.unpack(k)[0]
+        if owner and owner not in live:
+            bpfsys.delete(m.fd("paccp_rules"), k)
+            gone.add(owner)
+            dropped = True
+    if dropped:
+        _sync_rule_count(m)
+    now = time.monotonic_ns()
+    for cgid in gone:
+        with contextlib.suppress(FileExistsError):
+            bpfsys.update(m.fd("paccp_gone"), U64.pack(cgid), U64.pack(now), bpfsys.BPF_NOEXIST)
+    return sorted(gone)
 
 
 def _check_port(port: int) -> int:
@@ -437,24 +563,77 @@ def _check_port(port: int) -> int:
     return int(port)
 
 
-def rule_set(port: int, theta: str | int, omega: float) -> None:
-    """A flow rule: paccp sockets whose destination (or local) port is ``port`` use this pair."""
+def _sync_rule_count(m: Maps) -> None:
+    """Write the number of rules into paccp_global (0 lets the BPF side skip every rule lookup)."""
+    n = sum(1 for _ in bpfsys.items(m.fd("paccp_rules"), RULE_KEY.size, PARAMS.size))
+    bpfsys.update(m.fd("paccp_nrules"), U32.pack(0), U64.pack(n))
+
+
+def _rule_owner(cgroup: str | None, host_wide: bool) -> tuple[int, str]:
+    """A rule's owner: a cgroup (id, path) or, explicitly, the whole host (0, "host-wide")."""
+    if host_wide and cgroup:
+        raise UserError("give either --cgroup (the rule's owner) or --host-wide, not both")
+    if host_wide:
+        return 0, "host-wide"
+    if not cgroup:
+        raise UserError(
+            "a flow rule needs an owner: --cgroup PATH (only that cgroup's sockets get the pair), "
+            "or --host-wide to give it to every process on the host"
+        )
+    cg = resolve_cgroup(cgroup)
+    return cg.cgid, cg.rel
+
+
+def rule_set(
+    port: int,
+    theta: str | int,
+    omega: float,
+    cgroup: str | None = None,
+    host_wide: bool = False,
+    tenant: str | None = None,
+) -> str:
+    """A flow rule: paccp sockets of ``cgroup`` (or its children, two levels) whose destination (or local)
+    port is ``port`` use this pair; with ``host_wide`` every paccp socket on the host does. Returns the
+    owner's name. Sockets outside the owner's cgroup keep the default pair (0, 1) whatever their port.
+    """
     theta_bps, om = check_pair(theta, omega)
+    port = _check_port(port)
+    owner, name = _rule_owner(cgroup, host_wide)
+    _check_tenant(tenant)
+    if owner:
+        _remember(resolve_cgroup(cgroup or ""), tenant)
     with Maps() as m:
-        bpfsys.update(m.fd("paccp_rules"), U32.pack(_check_port(port)), pack_params(theta_bps, om))
+        bpfsys.update(m.fd("paccp_rules"), RULE_KEY.pack(owner, port, 0), pack_params(theta_bps, om))
+        _sync_rule_count(m)
+    return name
 
 
-def rule_clear(port: int) -> bool:
+def rule_clear(port: int, cgroup: str | None = None, host_wide: bool = False) -> bool:
+    """Remove the rule of ``port`` owned by ``cgroup`` (or the host-wide one)."""
+    port = _check_port(port)
+    owner, _name = _rule_owner(cgroup, host_wide)
     with Maps() as m:
-        return bpfsys.delete(m.fd("paccp_rules"), U32.pack(_check_port(port)))
+        existed = bpfsys.delete(m.fd("paccp_rules"), RULE_KEY.pack(owner, port, 0))
+        _sync_rule_count(m)
+    return existed
 
 
 def list_rules(m: Maps) -> list[dict[str, Any]]:
+    paths = cgroup_paths()
     out = []
-    for k, v in bpfsys.items(m.fd("paccp_rules"), 4, PARAMS.size):
+    for k, v in bpfsys.items(m.fd("paccp_rules"), RULE_KEY.size, PARAMS.size):
+        owner, port, _pad = RULE_KEY.unpack(k)
         theta, omq, _f = PARAMS.unpack(v)
-        out.append({"port": U32.unpack(k)[0], "theta_bps": theta, "omega": float(q20_to_omega(omq))})
-    return sorted(out, key=lambda r: r["port"])
+        out.append(
+            {
+                "port": port,
+                "owner": paths.get(owner, f"cgroup:{owner}") if owner else "host-wide",
+                "owner_cgid": owner,
+                "theta_bps": theta,
+                "omega": float(q20_to_omega(omq)),
+            }
+        )
+    return sorted(out, key=lambda r: (r["port"], r["owner"]))
 
 
 def _set_sk(m: Maps, fd: int, theta_bps: int, omega: float) -> None:
@@ -558,6 +737,7 @@ def flows_table(sample_s: float = 0.5, include_ended: bool = False) -> list[dict
     The rate is measured from two snapshots ``sample_s`` apart (0: average over the flow's life).
     """
     paths = cgroup_paths()
+    known = known_cgroups()
     with Maps() as m:
         first = {f.flow_id: f for f in list_flows(m)}
         if sample_s > 0:
@@ -574,10 +754,13 @@ def flows_table(sample_s: float = 0.5, include_ended: bool = False) -> list[dict
             rate = 0.0
         else:
             rate = f.bytes_acked * 8e9 / max(1, f.last_ns - f.start_ns)
+        owner = attribute(f.vmid, f.cgid, paths, known, "-")
         rows.append(
             {
                 "flow_id": f.flow_id,
                 "cgroup": paths.get(f.cgid, f"cgroup:{f.cgid}") if f.cgid else None,
+                "vm": owner.vm,
+                "tenant": owner.tenant,
                 "src": f"{f.saddr}:{f.sport}",
                 "dst": f"{f.daddr}:{f.dport}",
                 "source": f.source,
@@ -615,7 +798,12 @@ def _cos(theta: int, omega: Decimal) -> str:
 
 
 def usage_records(tenant: str, include_open: bool = False) -> list[Any]:
-    """Usage records (shared schema, source "datapath"), one per (flow or cgroup, pair) slice.
+    """Usage records (shared schema, source "datapath"), one per (flow or VM, pair) slice.
+
+    Each record names the VM of the flow's socket (its cgroup, or the VM cgroup above it) and that VM's
+    tenant (``vm set --tenant``; ``tenant`` for VMs registered without one). Flows of sockets in no VM are
+    attributed to tenant ``(host)``, VM ``outside-vm:<cgroup>``. A removed VM's last slice is closed at
+    removal (cgroup_rmdir tracepoint), so its final record is here.
 
     Closed slices have stable record ids ``dp:<boot>:<flow|vm>:<id>:<start_ns>``. With ``include_open``
     the still-open slice of each flow/VM is added up to now, with ``:open:<end_ns>`` in its id (a snapshot:
@@ -630,38 +818,44 @@ def usage_records(tenant: str, include_open: bool = False) -> list[Any]:
     # boot time has 1 s resolution, so absolute times may be off by < 1 s, durations are exact)
     offset = _boot_epoch_ns()
     paths = cgroup_paths()
+    known = known_cgroups()
     recs: list[UsageRecord] = []
     with Maps() as m:
+        reap(m)
         flows = {f.flow_id: f for f in list_flows(m)}
         vm_cfg = {v.cgid: v for v in list_vms(m)}
         slices = list_slices(m)
         states = list_vm_states(m)
     now = time.monotonic_ns()
 
-    def vm_name(cgid: int) -> str:
-        return paths.get(cgid, f"cgroup:{cgid}") if cgid else "host"
+    def owner(kind: int, ident: int) -> Owner:
+        if kind == KIND_VM:
+            return attribute(ident, 0, paths, known, tenant)
+        f = flows.get(ident)
+        if f is None:  # evicted from the LRU flow table: the slice outlived its flow record
+            return Owner("(unknown)", "unknown")
+        return attribute(f.vmid, f.cgid, paths, known, tenant)
 
     def flow_cos(f: FlowRec | None, theta: int, omega: Decimal) -> str:
-        if f is not None and f.source == "vm" and f.cgid in vm_cfg:
-            v = vm_cfg[f.cgid]
+        if f is not None and f.source == "vm" and f.vmid in vm_cfg:
+            v = vm_cfg[f.vmid]
             return _cos(v.theta_bps, Decimal(str(v.omega)))
         return _cos(theta, omega)
 
-    def add(
-        kind: int, ident: int, cgid: int, theta: int, omq: int, start: int, end: int, nbytes: int, tag: str
-    ) -> None:
+    def add(kind: int, ident: int, theta: int, omq: int, start: int, end: int, nbytes: int, tag: str) -> None:
         omega = q20_to_omega(omq)
         f = flows.get(ident) if kind == KIND_FLOW else None
         cos = flow_cos(f, theta, omega) if kind == KIND_FLOW else _cos(theta, omega)
         if cos in ("be", "ds"):
             theta = 0  # schema: be/ds carry no theta (cannot happen for a consistent pair)
         kname = "flow" if kind == KIND_FLOW else "vm"
+        who = owner(kind, ident)
         recs.append(
             UsageRecord(
                 record_id=f"dp:{boot}:{kname}:{ident}:{start}{tag}",
                 source="datapath",
-                tenant=tenant,
-                vm=vm_name(cgid),
+                tenant=who.tenant,
+                vm=who.vm,
                 flow_id=f"dp:{boot}:{ident}" if kind == KIND_FLOW else None,
                 cos=cos,  # type: ignore[arg-type]
                 theta_bps=theta,
@@ -673,15 +867,13 @@ def usage_records(tenant: str, include_open: bool = False) -> list[Any]:
         )
 
     for s in sorted(slices, key=lambda s: (s.kind, s.id, s.start_ns)):
-        cgid = s.id if s.kind == KIND_VM else (flows[s.id].cgid if s.id in flows else 0)
-        add(s.kind, s.id, cgid, s.theta_bps, s.omega_q20, s.start_ns, s.start_ns + s.ns, s.nbytes, "")
+        add(s.kind, s.id, s.theta_bps, s.omega_q20, s.start_ns, s.start_ns + s.ns, s.nbytes, "")
     if include_open:
         for f in flows.values():
             if not f.ended and f.omega_q20:
                 add(
                     KIND_FLOW,
                     f.flow_id,
-                    f.cgid,
                     f.theta_bps,
                     f.omega_q20,
                     f.pair_since_ns,
@@ -693,7 +885,6 @@ def usage_records(tenant: str, include_open: bool = False) -> list[Any]:
             if st.pair_omega_q20:
                 add(
                     KIND_VM,
-                    st.cgid,
                     st.cgid,
                     st.pair_theta,
                     st.pair_omega_q20,

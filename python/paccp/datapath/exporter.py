@@ -2,11 +2,16 @@
 
 Metrics (scraped from ``http://127.0.0.1:PORT/metrics`` by default):
 
-- ``paccp_vm_bytes_acked_total{vm,cos}``: bytes acknowledged by the VM's paccp flows (counter)
-- ``paccp_vm_rate_bps{vm,cos}``: rate over the last sampling interval
+- ``paccp_vm_bytes_acked_total{vm,tenant,cos}``: bytes acknowledged by the VM's paccp flows (counter);
+  flows whose socket is in no VM cgroup are summed as ``vm="outside-vm", tenant="(host)"``
+- ``paccp_vm_rate_bps{vm,tenant,cos}``: rate over the last sampling interval
 - ``paccp_cos_bytes_acked_total{cos}`` / ``paccp_cos_rate_bps{cos}``: the same summed per class of service
   (VM-less flows are classified by their own pair)
 - ``paccp_flows_active``: live paccp flows
+
+A VM's series exist while its metering state does: they stop when the VM is cleared (``vm clear``) or its
+cgroup is removed (the BPF cgroup_rmdir program drops the state; :func:`core.reap` at every scan is the
+fallback). The per-CoS counters then lose that VM's bytes (a counter reset to Prometheus).
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ class Sampler:
     """Reads the maps; keeps the previous sample to turn byte counters into rates."""
 
     def __init__(self) -> None:
-        self.vm_bytes: dict[tuple[str, str], int] = {}
+        self.vm_bytes: dict[tuple[str, str, str], int] = {}
         self.cos_bytes: dict[str, int] = {}
-        self.vm_rate: dict[tuple[str, str], float] = {}
+        self.vm_rate: dict[tuple[str, str, str], float] = {}
         self.cos_rate: dict[str, float] = {}
         self.active = 0
         self._t: float | None = None
@@ -42,21 +47,27 @@ class Sampler:
 
     def sample(self) -> None:
         paths = core.cgroup_paths()
+        known = core.known_cgroups()
         with core.Maps() as m:
+            core.reap(m)
             vms = {v.cgid: v for v in core.list_vms(m)}
             states = core.list_vm_states(m)
             flows = core.list_flows(m)
-        vm_bytes: dict[tuple[str, str], int] = {}
+        vm_bytes: dict[tuple[str, str, str], int] = {}
         cos_bytes: dict[str, int] = {"be": 0, "ds": 0, "mrg": 0}
         for st in states:
             v = vms.get(st.cgid)
             cos = _cos(v.theta_bps, v.omega) if v else "be"
-            key = (paths.get(st.cgid, f"cgroup:{st.cgid}"), cos)
+            who = core.attribute(st.cgid, st.cgid, paths, known, "-")
+            key = (who.vm, who.tenant, cos)
             vm_bytes[key] = vm_bytes.get(key, 0) + st.bytes_acked
             cos_bytes[cos] += st.bytes_acked
         for f in flows:
-            if f.cgid == 0 and f.omega_q20:
-                cos_bytes[_cos(f.theta_bps, q20_to_omega(f.omega_q20))] += f.bytes_acked
+            if f.vmid == 0 and f.omega_q20:
+                cos = _cos(f.theta_bps, q20_to_omega(f.omega_q20))
+                key = ("outside-vm", core.HOST_TENANT, cos)
+                vm_bytes[key] = vm_bytes.get(key, 0) + f.bytes_acked
+                cos_bytes[cos] += f.bytes_acked
         now = time.monotonic()
         with self._lock:
             if self._t is not None and now > self._t:
@@ -78,17 +89,17 @@ class MapCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         s = self.s
         vb = CounterMetricFamily(
-            "paccp_vm_bytes_acked", "bytes acked by a VM's paccp flows", labels=["vm", "cos"]
+            "paccp_vm_bytes_acked", "bytes acked by a VM's paccp flows", labels=["vm", "tenant", "cos"]
         )
         vr = GaugeMetricFamily(
-            "paccp_vm_rate_bps", "VM rate over the last interval (bit/s)", labels=["vm", "cos"]
+            "paccp_vm_rate_bps", "VM rate over the last interval (bit/s)", labels=["vm", "tenant", "cos"]
         )
         cb = CounterMetricFamily("paccp_cos_bytes_acked", "bytes acked per class of service", labels=["cos"])
         cr = GaugeMetricFamily("paccp_cos_rate_bps", "rate per class of service (bit/s)", labels=["cos"])
         with s._lock:
-            for (vm, cos), b in sorted(s.vm_bytes.items()):
-                vb.add_metric([vm, cos], b)
-                vr.add_metric([vm, cos], s.vm_rate.get((vm, cos), 0.0))
+            for (vm, tenant, cos), b in sorted(s.vm_bytes.items()):
+                vb.add_metric([vm, tenant, cos], b)
+                vr.add_metric([vm, tenant, cos], s.vm_rate.get((vm, tenant, cos), 0.0))
             for cos, b in sorted(s.cos_bytes.items()):
                 cb.add_metric([cos], b)
                 cr.add_metric([cos], s.cos_rate.get(cos, 0.0))

@@ -10,9 +10,9 @@ from decimal import Decimal
 Q20 = 1 << 20
 
 PARAMS = struct.Struct("<QII")  # theta_bps, omega_q20, flags
-SK_META = struct.Struct("<Q")  # cgid
+RULE_KEY = struct.Struct("<QII")  # owner cgroup id (0 = host-wide), port, pad
 VM_STATE = struct.Struct("<IIQQIIQQ")  # active, pad, bytes, pair_theta, pair_omega, pad, since, bytes0
-FLOW = struct.Struct("<QIIHHIQIIIIQQQQQQQ")
+FLOW = struct.Struct("<QIIHHIQIIIIQQQQQQQQ")
 SLICE_KEY = struct.Struct("<QQIIQ")  # id, theta, omega_q20, kind, start_ns
 SLICE = struct.Struct("<QQ")  # ns, bytes
 GLOBAL = struct.Struct("<QQ")  # rcos_q20, next_flow_id
@@ -67,6 +67,7 @@ class FlowRec:
     pair_since_ns: int
     pair_bytes0: int
     netns: int
+    vmid: int
 
     @classmethod
     def decode(cls, key: bytes, raw: bytes) -> FlowRec:
@@ -91,6 +92,7 @@ class FlowRec:
             pair_since_ns=v[15],
             pair_bytes0=v[16],
             netns=v[17],
+            vmid=v[18],
         )
 
 

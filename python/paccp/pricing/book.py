@@ -11,13 +11,22 @@ import decimal
 import hashlib
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import tomllib
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from paccp.errors import UserError
 from paccp.units import parse_rate_bps
+from paccp.usage import MAX_LINK_BPS, MAX_OMEGA
 
 Model = Literal["vbp", "fbp", "softbw"]
 MODELS: tuple[Model, ...] = ("vbp", "fbp", "softbw")
@@ -38,32 +47,83 @@ GB_PER_GBPS_HOUR = Decimal(450)
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
+#: Bounds on what a book, a quote or an invoice may contain (docs/pricing.md, "Bounds"). Within them every
+#: intermediate value fits the 50-digit context exactly enough, and every amount fits the ledger's columns.
+MAX_PRICE = Decimal(10) ** 9  # per hour (or per GB): any price in a book
+MAX_AMOUNT = Decimal(10) ** 15  # any amount: a budget, a quote's or an invoice's total
+MIN_QUANTUM = Decimal(10) ** -12
+MAX_QUANTUM = Decimal(10) ** 6
+_MONEY_CTX = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN, traps=[decimal.InvalidOperation])
+
+
+def _finite(v: Decimal) -> Decimal:
+    if not v.is_finite():
+        raise ValueError("must be a finite number")
+    return v
+
+
+def _rate(text: str) -> int:
+    """A rate in a book; a parse error becomes a field error (so the message names the field)."""
+    try:
+        return parse_rate_bps(text)
+    except UserError as exc:
+        raise ValueError(exc.message) from None
+
+
+Price = Annotated[Decimal, AfterValidator(_finite), Field(ge=0, le=MAX_PRICE)]
+
+
 class Rounding(BaseModel):
-    """How money amounts are quantised: to ``quantum`` (e.g. 0.01) with ``mode``."""
+    """How money amounts are quantised: to multiples of ``quantum`` (e.g. 0.01 or 0.05) with ``mode``."""
 
     model_config = _STRICT
-    quantum: Decimal = Field(gt=0, description="smallest unit of an amount, e.g. 0.01")
+    quantum: Annotated[Decimal, AfterValidator(_finite)] = Field(
+        ge=MIN_QUANTUM, le=MAX_QUANTUM, description="smallest unit of an amount, e.g. 0.01 or 0.05"
+    )
     mode: Literal["half_even", "half_up", "half_down", "up", "down", "ceiling", "floor"]
     unit_price_places: int = Field(default=6, ge=0, le=18, description="decimals shown for unit prices")
 
+    def _steps(self, amount: Decimal, mode: str) -> Decimal:
+        """``amount`` in quanta, rounded to a whole number with ``mode``."""
+        return _MONEY_CTX.divide(amount, self.quantum).to_integral_value(rounding=mode, context=_MONEY_CTX)
+
     def money(self, amount: Decimal) -> Decimal:
-        """Quantise an exact amount to the book's currency quantum with the book's rounding mode."""
-        return amount.quantize(self.quantum, rounding=ROUNDING_MODES[self.mode])
+        """Round an exact amount to a multiple of the quantum with the book's mode (0.05 gives 0.05 steps).
+
+        The result is written with the quantum's decimals (``1.35``, not ``1.3500``); it is checked against
+        :data:`MAX_AMOUNT`.
+        """
+        steps = self._steps(amount, ROUNDING_MODES[self.mode])
+        out = _MONEY_CTX.multiply(steps, self.quantum)
+        if abs(out) > MAX_AMOUNT:
+            raise UserError(f"amount {out:.6E} is beyond the limit of {MAX_AMOUNT:.0E}")
+        return out.quantize(self.quantum, context=_MONEY_CTX)
 
     def allocate(self, exact: list[Decimal]) -> tuple[list[Decimal], Decimal]:
         """Round the exact total once, then split it over the parts so that they add up to it.
 
-        The total is ``money(sum(exact))``. Each part gets its exact amount rounded down to the quantum; the
-        quanta still missing go, one each, to the parts with the largest remainders (ties: the earlier part).
-        Many sub-cent lines are thus not each rounded to zero (or each up); the parts sum to the total.
+        The total is ``money(sum(exact))``. Each part gets its exact amount rounded down to a multiple of the
+        quantum; the quanta still missing go, one each, to the parts with the largest remainders (ties: the
+        earlier part). Many sub-quantum lines are thus not each rounded to zero (or each up); the parts sum
+        to the total exactly.
         """
-        total = self.money(sum(exact, Decimal(0)))
-        floors = [e.quantize(self.quantum, rounding=decimal.ROUND_FLOOR) for e in exact]
-        missing = int((total - sum(floors, Decimal(0))) / self.quantum)
-        order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - floors[i]), i))
+        total = self.money(_sum(exact))
+        floor_steps = [self._steps(e, decimal.ROUND_FLOOR) for e in exact]
+        floors = [_MONEY_CTX.multiply(k, self.quantum).quantize(self.quantum) for k in floor_steps]
+        missing = int(_MONEY_CTX.divide(total - _sum(floors), self.quantum))
+        rema = [_MONEY_CTX.subtract(e, f) for e, f in zip(exact, floors, strict=True)]
+        order = sorted(range(len(exact)), key=lambda i: (-rema[i], i))
         for i in order[: max(missing, 0)]:
             floors[i] += self.quantum
         return floors, total
+
+
+def _sum(values: list[Decimal]) -> Decimal:
+    """Exact-enough sum (60 significant digits, not the default context's 28)."""
+    out = Decimal(0)
+    for v in values:
+        out = _MONEY_CTX.add(out, v)
+    return out
 
 
 class VBPBook(BaseModel):
@@ -71,9 +131,9 @@ class VBPBook(BaseModel):
 
     model_config = _STRICT
     time_unit: Literal["hour"]
-    p0: Decimal = Field(ge=0, description="base price per VM-hour (the BE price)")
-    p1: Decimal = Field(ge=0, description="price per unit of (omega - 1) per hour")
-    p2: Decimal = Field(ge=0, description="price per Gb/s of theta per hour")
+    p0: Price = Field(description="base price per VM-hour (the BE price)")
+    p1: Price = Field(description="price per unit of (omega - 1) per hour")
+    p2: Price = Field(description="price per Gb/s of theta per hour")
     p2_unit: Literal["per_gbps_hour"]
 
 
@@ -82,9 +142,9 @@ class FBPBook(BaseModel):
 
     model_config = _STRICT
     time_unit: Literal["hour"]
-    p0s: Decimal = Field(ge=0, description="add-on per upgraded flow-hour")
-    p1s: Decimal = Field(ge=0, description="add-on per unit of (omega - 1) per flow-hour")
-    p2s: Decimal = Field(ge=0, description="add-on for theta, in p2s_unit")
+    p0s: Price = Field(description="add-on per upgraded flow-hour")
+    p1s: Price = Field(description="add-on per unit of (omega - 1) per flow-hour")
+    p2s: Price = Field(description="add-on for theta, in p2s_unit")
     p2s_unit: Literal["per_gbps_hour", "per_gb"] = Field(
         description="per_gbps_hour: per Gb/s of theta per hour; per_gb: per GB of guaranteed volume theta*t"
     )
@@ -99,16 +159,19 @@ class SoftBWBook(BaseModel):
     """SoftBW usage-based pricing; r is the achieved rate in Gb/s, C the link capacity."""
 
     model_config = _STRICT
-    p0: Decimal = Field(gt=0, description="unit price per Gb/s-hour (i.e. per 450 GB)")
+    p0: Price = Field(gt=0, description="unit price per Gb/s-hour (i.e. per 450 GB)")
     p0_unit: Literal["per_gbps_hour"]
-    beta: Decimal = Field(gt=0, lt=1, description="P1 = beta * P0, beta < 1")
+    beta: Annotated[Decimal, AfterValidator(_finite)] = Field(
+        gt=0, lt=1, description="P1 = beta * P0, beta < 1"
+    )
     capacity: str = Field(description="link capacity C, e.g. '10Gbit'")
 
     @field_validator("capacity")
     @classmethod
     def _cap(cls, v: str) -> str:
-        if parse_rate_bps(v) <= 0:
-            raise ValueError("capacity must be > 0")
+        cap = _rate(v)
+        if not 0 < cap <= MAX_LINK_BPS:
+            raise ValueError(f"capacity must be > 0 and at most {MAX_LINK_BPS} bit/s")
         return v
 
     @property
@@ -126,14 +189,16 @@ class BuyGrid(BaseModel):
     """The grid on which ``price buy`` searches (theta, omega)."""
 
     model_config = _STRICT
-    omega_step: Decimal = Field(default=Decimal("0.1"), gt=0)
+    omega_step: Annotated[Decimal, AfterValidator(_finite)] = Field(
+        default=Decimal("0.1"), ge=Decimal("1e-6"), le=MAX_OMEGA
+    )
     theta_step: str = Field(default="100Mbit")
 
     @field_validator("theta_step")
     @classmethod
     def _ts(cls, v: str) -> str:
-        if parse_rate_bps(v) <= 0:
-            raise ValueError("theta_step must be > 0")
+        if not 0 < _rate(v) <= MAX_LINK_BPS:
+            raise ValueError(f"theta_step must be > 0 and at most {MAX_LINK_BPS} bit/s")
         return v
 
     @property
@@ -146,7 +211,7 @@ class PriceBook(BaseModel):
     """A whole price book: currency, rounding and one section per model."""
 
     model_config = _STRICT
-    name: str = Field(default="unnamed", min_length=1)
+    name: str = Field(default="unnamed", min_length=1, max_length=200)
     currency: str = Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code, e.g. USD")
     rounding: Rounding
     vbp: VBPBook | None = None
@@ -196,8 +261,14 @@ def load_book(path: str | Path | None = None) -> tuple[PriceBook, str]:
     """Load a book (default: ``pricebooks/default.toml``); return it and its exact TOML text."""
     p = Path(path) if path is not None else default_book_path()
     if not p.is_file():
-        raise UserError(f"{p}: no such price book")
-    text = p.read_text(encoding="utf-8")
+        raise UserError(f"{p}: no such price book" + (" (it is a directory)" if p.is_dir() else ""))
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = p.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(f"{p} line {line}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read ({exc.strerror})") from None
     return parse_book(text, str(p)), text
 
 

@@ -51,8 +51,8 @@ def check_chargeable(r: UsageRecord, model: str, book: PriceBook, where: str) ->
                 raise UserError(f"{where}: a dynamic guarantee needs deadline_ns and deadline_met")
             if r.deadline_ns <= r.start_ns:
                 raise UserError(f"{where}: deadline_ns is not after start_ns")
-        if r.end_ns == r.start_ns and r.bytes > 0:
-            raise UserError(f"{where}: bytes delivered in a zero-length interval (rate undefined)")
+        if r.bytes * 8 * 10**9 > sec.capacity_bps * (r.end_ns - r.start_ns):
+            raise UserError(f"{where}: bytes is more than the link (capacity C = {sec.capacity}) carries")
 
 
 @dataclass
@@ -138,6 +138,8 @@ def parse_period(period: str) -> tuple[int, int]:
     m = re.fullmatch(r"(\d{4})-(\d{2})", period.strip())
     if not m or not 1 <= int(m.group(2)) <= 12:
         raise UserError(f"cannot parse period {period!r} (expected YYYY-MM, e.g. 2026-11)")
+    if not 1970 <= int(m.group(1)) <= 2261:  # usage times are int64 ns since 1970: they end in 2262
+        raise UserError(f"period {period!r}: the year must be between 1970 and 2261")
     y, mo = int(m.group(1)), int(m.group(2))
     start = datetime(y, mo, 1, tzinfo=UTC)
     days = calendar.monthrange(y, mo)[1]

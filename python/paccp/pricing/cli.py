@@ -10,7 +10,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from paccp.errors import UserError
 from paccp.units import format_rate, parse_duration_ns, parse_rate_bps, parse_size_bytes
@@ -24,19 +26,40 @@ BookOpt = Annotated[
     Path | None, typer.Option("--book", help="price book TOML (default pricebooks/default.toml)")
 ]
 DbOpt = Annotated[
-    str | None, typer.Option("--db", help="ledger: SQLite file or SQLAlchemy URL (default $PACCP_LEDGER)")
+    str | None,
+    typer.Option(
+        "--db",
+        help="ledger: SQLite file or postgresql:// URL (default $PACCP_LEDGER, else the per-user ledger)",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``price`` and ``bill`` to the root app."""
+def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
+    """Add ``price`` and ``bill`` to the root app, and ``ledger`` to ``bench``."""
     app.add_typer(price_app, name="price")
     app.add_typer(bill_app, name="bill")
+    if bench_app is not None:
+        bench_app.command("ledger")(bench_ledger_cmd)
+
+
+def bench_ledger_cmd(
+    records: Annotated[int, typer.Option("--records", help="usage records to ingest")] = 200_000,
+    out: Annotated[str, typer.Option("--out", help="also write the JSON to this file")] = "",
+) -> None:
+    """Ingest speed of the ledger on SQLite and on a throwaway PostgreSQL server (records/s, JSON)."""
+    from paccp.pricing.ledgerbench import run_cli
+
+    run_cli(records, out)
 
 
 def _out() -> Console:
     return Console(highlight=False)
+
+
+def _lit(value: object) -> Text:
+    """A table cell printed literally: tenant, VM and flow names are data, never terminal markup."""
+    return Text(str(value))
 
 
 def _decimal(text: str, what: str) -> Decimal:
@@ -96,18 +119,18 @@ def quote_cmd(
     what = f"{model.upper()} {cos.upper()} theta={format_rate(q.theta_bps)} omega={q.omega}"
     if q.guarantee:
         what = f"SoftBW {q.guarantee} B={format_rate(q.theta_bps)} r={format_rate(q.rate_bps or 0)}"
-    t = Table(title=f"{what} for {duration or f'{q.duration_ns / 1e9:g} s'} ({bk.name} book)")
+    t = Table(title=escape(f"{what} for {duration or f'{q.duration_ns / 1e9:g} s'} ({bk.name} book)"))
     t.add_column("component")
     t.add_column("formula")
     t.add_column(f"per hour ({bk.currency})", justify="right")
     t.add_column(f"amount ({bk.currency})", justify="right")
     for c in q.components:
-        t.add_row(c.name, c.formula, format(c.per_hour.normalize(), "f"), str(c.amount))
+        t.add_row(_lit(c.name), _lit(c.formula), format(c.per_hour.normalize(), "f"), str(c.amount))
     t.add_row("[b]total[/b]", "", format(q.per_hour.normalize(), "f"), f"[b]{q.total}[/b]")
     con = _out()
     con.print(t)
     for n in q.notes:
-        con.print(f"note: {n}")
+        con.print(_lit(f"note: {n}"))
 
 
 @price_app.command("buy")
@@ -138,11 +161,11 @@ def buy_cmd(
     if as_json:
         print(json.dumps([p.to_json() for p in got], indent=2))
         return
-    t = Table(title=f"{model.upper()}: {budget} {bk.currency} for {duration}")
+    t = Table(title=escape(f"{model.upper()}: {budget} {bk.currency} for {duration}"))
     for col in ("cos", "buys", f"price ({bk.currency})", f"left ({bk.currency})"):
         t.add_column(col)
     for p in got:
-        t.add_row(p.cos, p.describe(), str(p.quote.total), str(p.leftover))
+        t.add_row(_lit(p.cos), _lit(p.describe()), str(p.quote.total), str(p.leftover))
     con = _out()
     con.print(t)
     if not got:
@@ -235,7 +258,7 @@ def calibrate_cmd(
         con.print(f"m = {names[1]}/{base} per Gb/s = {cal.m:.4f} -> {names[1]} = {cal.p2} per Gb/s-hour "
                   f"(book: {cal.current_p2} per Gb/s-hour)")  # fmt: skip
     for n in cal.notes:
-        con.print(f"note: {n}")
+        con.print(_lit(f"note: {n}"))
 
 
 DEFAULT_TOL = 0.05
@@ -249,11 +272,13 @@ def tenant_add(
     db: DbOpt = None,
 ) -> None:
     """Enrol a tenant with a pricing model and a snapshot of a price book."""
-    from paccp.pricing.book import load_book
-    from paccp.pricing.ledger import Ledger
+    from paccp.pricing.book import load_book, parse_book
+    from paccp.pricing.ledger import Ledger, check_name
 
     _, text = load_book(book)
-    added = Ledger(db).add_tenant(name, _model(model), text)
+    check_name(name)
+    parse_book(text, str(book or "price book")).section(_model(model))  # all checked before the ledger opens
+    added = Ledger(db).add_tenant(name, model, text)
     print(f"tenant {name}: {'added' if added else 'already present, unchanged'} ({model})")
 
 
@@ -262,25 +287,60 @@ def tenant_list(db: DbOpt = None) -> None:
     """List tenants."""
     from paccp.pricing.ledger import Ledger
 
-    for t in Ledger(db).tenants():
+    for t in Ledger(db, create=False).tenants():
         print(f"{t.name}\t{t.model}\t{t.book.name}\t{t.book_sha256[:12]}")
+
+
+@bill_app.command("grants")
+def grants_cmd(
+    ingest_role: Annotated[
+        str, typer.Option("--ingest-role", help="role that ingests and issues")
+    ] = "paccp_ingest",
+    reader_role: Annotated[
+        str, typer.Option("--reader-role", help="read-only role for invoices")
+    ] = "paccp_reader",
+) -> None:
+    """Print the PostgreSQL GRANTs for an ingest role and a read-only invoice role (run them as the owner)."""
+    from paccp.pricing.schema import pg_grants
+
+    try:
+        stmts = pg_grants(ingest_role, reader_role)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    for stmt in stmts:
+        print(stmt + ";")
 
 
 @bill_app.command("ingest")
 def ingest_cmd(
     files: Annotated[list[Path], typer.Argument(help="usage files (.jsonl or .parquet)")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="the tenant these files bill: every record must be its")
+    ] = None,
+    all_tenants: Annotated[
+        bool,
+        typer.Option("--all-tenants", help="operator's multi-tenant import: records may name any tenant"),
+    ] = False,
     db: DbOpt = None,
 ) -> None:
-    """Ingest usage files; each file all-or-nothing, idempotent on record_id."""
+    """Ingest usage files for one tenant; each file all-or-nothing, idempotent on (tenant, record_id)."""
     from rich.progress import Progress
 
     from paccp.pricing.ledger import Ledger
 
-    led = Ledger(db)
+    if (tenant is None) == (not all_tenants):
+        raise UserError(
+            "name the tenant these files bill with --tenant NAME (or, as the operator importing several"
+            " tenants at once, --all-tenants)"
+        )
+    for f in files:  # a missing or unreadable file is reported before the ledger is opened
+        if not f.is_file():
+            raise UserError(f"{f}: no such usage file" if not f.exists() else f"{f}: not a usage file")
+    led = Ledger(db, create=False)
     with Progress(transient=True, disable=not sys.stderr.isatty(), console=Console(stderr=True)) as prog:
         for f in files:
-            task = prog.add_task(f"reading {f.name}", total=_count_records(f))
-            r = led.ingest_file(f, lambda n, task=task: prog.update(task, completed=n))  # type: ignore[misc]
+            task = prog.add_task(escape(f"reading {f.name}"), total=_count_records(f))
+            r = led.ingest_file(f, lambda n, task=task: prog.update(task, completed=n), tenant=tenant)  # type: ignore[misc]
             prog.remove_task(task)
             print(f"{f}: {r.new} new, {r.unchanged} already ingested", flush=True)
 
@@ -288,6 +348,8 @@ def ingest_cmd(
 def _count_records(path: Path) -> int | None:
     """Records in a usage file, for the progress bar (None if unknown)."""
     try:
+        if not path.is_file():
+            return None
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
@@ -313,9 +375,9 @@ def invoice_cmd(
     from paccp.pricing.charging import build_invoice, parse_period
     from paccp.pricing.ledger import Ledger
 
-    led = Ledger(db)
-    t = led.tenant(tenant)
     s, e = parse_period(period)
+    led = Ledger(db, create=False)
+    t = led.tenant(tenant)
     inv = build_invoice(t.name, t.model, t.book, led.usage(t.name, s, e), period)
     if csv_file is not None:
         try:
@@ -332,7 +394,7 @@ def invoice_cmd(
             body["issued"] = note
         print(json.dumps(body, indent=2))
         return
-    tab = Table(title=f"invoice {tenant} {period} ({t.model.upper()}, {inv.records} records)")
+    tab = Table(title=escape(f"invoice {tenant} {period} ({t.model.upper()}, {inv.records} records)"))
     cols = (
         "vm",
         "flow",
@@ -349,14 +411,15 @@ def invoice_cmd(
             c, justify="right" if c in ("quantity", "unit price") or c.startswith("amount") else "left"
         )
     for d in inv.to_json()["lines"]:
-        tab.add_row(
+        cells = (
             d["vm"], d["flow_id"] or "-", d["cos"], format_rate(d["theta_bps"]), d["omega"], d["description"],
             f"{d['quantity']} {d['unit']}", d["unit_price"], d["amount"],
         )  # fmt: skip
+        tab.add_row(*(_lit(v) for v in cells))
     for cos, sub in inv.subtotals.items():
         tab.add_row("", "", "", "", "", f"subtotal {cos}", "", "", str(sub))
     tab.add_row("", "", "", "", "", "[b]TOTAL[/b]", "", "", f"[b]{inv.total}[/b]")
     con = _out()
     con.print(tab)
     if note is not None:
-        con.print(note)
+        con.print(_lit(note))

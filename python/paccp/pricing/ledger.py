@@ -1,110 +1,146 @@
-"""The billing ledger: tenants (with a snapshot of their price book) and append-only usage.
+"""The billing ledger: tenants (with a snapshot of their price book), append-only usage, issued invoices.
 
-Storage is any SQLAlchemy URL; a plain path means an SQLite file (the default is ``$PACCP_LEDGER`` or
-``paccp-ledger.sqlite``). The tool creates and migrates the schema itself (table ``schema_version`` and the
-ordered list :data:`MIGRATIONS`). Invariants:
+Storage: an SQLite file or a PostgreSQL database (``--db``, else ``$PACCP_LEDGER``, else
+``ledger.sqlite`` in the per-user data directory, created with mode 0600). The schema is declared once in
+:mod:`paccp.pricing.schema` and migrated by Alembic (``pricing/migrations``) on open; a ledger written
+before Alembic is converted in place. Guarantees, on both backends (``docs/pricing.md``):
 
-- usage rows are never updated or deleted (on SQLite, triggers abort any UPDATE/DELETE of ``usage``);
-- ingestion is idempotent on ``record_id``: same id and same content is a no-op, same id and different
-  content is rejected;
-- a file is ingested in ONE transaction (on SQLite ``BEGIN IMMEDIATE`` with a busy timeout, so concurrent
-  ingesters queue instead of failing); a killed process leaves nothing, and re-running completes it.
+- usage rows are never updated or deleted, issued invoices never changed: database triggers abort it;
+- ingestion is scoped to one tenant (or an explicit multi-tenant import), record ids are per tenant, and it
+  is idempotent: same (tenant, record_id) and same content is a no-op (``INSERT ... ON CONFLICT DO
+  NOTHING``), different content rejects the whole file;
+- a file is ingested in ONE transaction; writers take the ledger's write lock up front (SQLite
+  ``BEGIN IMMEDIATE`` with a busy timeout, PostgreSQL a transaction-scoped advisory lock with a lock
+  timeout), so concurrent ingesters queue instead of failing, and readers are never blocked (they read the
+  last committed state); a killed process leaves nothing, re-running completes it.
 
-Charges are not stored: an invoice is computed from the usage rows and the tenant's stored book snapshot,
-so the same usage always gives the same invoice (see :mod:`paccp.pricing.charging`). An invoice can be
-*issued* (table ``invoice``): stored immutably with its money as decimal text; if usage for the period
-arrives later, issuing again stores a new revision and never changes the earlier one.
+Charges are not stored: an invoice is computed from the usage rows and the tenant's book snapshot, so the
+same usage gives the same invoice on either backend (see :mod:`paccp.pricing.charging`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from paccp.errors import UserError
+from paccp.pricing import schema
 from paccp.pricing.book import MODELS, PriceBook, book_digest, parse_book
-from paccp.usage import UsageRecord, read_usage
+from paccp.usage import UsageRecord, _no_control, read_usage
 
-DEFAULT_DB = "paccp-ledger.sqlite"
 BUSY_TIMEOUT_S = 60.0
+#: Key of the PostgreSQL advisory lock that serialises the ledger's writers ("PACCPLDG").
+PG_LOCK_KEY = 0x5041_4343_504C_4447 - 2**63
 #: Test hook: seconds to sleep inside the ingest transaction after half the rows are written.
 SLEEP_ENV = "PACCP_TEST_INGEST_SLEEP"
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+#: Where paccp before the per-user default kept its ledger (the current directory).
+LEGACY_DEFAULT = "paccp-ledger.sqlite"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _m1(conn: Connection) -> None:
-    conn.exec_driver_sql(
-        "CREATE TABLE tenant (name VARCHAR(128) PRIMARY KEY, model VARCHAR(16) NOT NULL,"
-        " book_toml TEXT NOT NULL, book_sha256 CHAR(64) NOT NULL, created_at VARCHAR(40) NOT NULL)"
-    )
-    conn.exec_driver_sql(
-        "CREATE TABLE ingest_batch (id INTEGER PRIMARY KEY, source_file TEXT NOT NULL,"
-        " file_sha256 CHAR(64) NOT NULL, n_new INTEGER NOT NULL, n_same INTEGER NOT NULL,"
-        " ingested_at VARCHAR(40) NOT NULL)"
-    )
-    conn.exec_driver_sql(
-        "CREATE TABLE usage (record_id VARCHAR(256) PRIMARY KEY,"
-        " tenant VARCHAR(128) NOT NULL REFERENCES tenant(name),"
-        " batch_id INTEGER NOT NULL REFERENCES ingest_batch(id),"
-        " content_sha256 CHAR(64) NOT NULL, source VARCHAR(16) NOT NULL, vm VARCHAR(256) NOT NULL,"
-        " flow_id VARCHAR(256), cos VARCHAR(8) NOT NULL, theta_bps BIGINT NOT NULL,"
-        " omega VARCHAR(64) NOT NULL, start_ns BIGINT NOT NULL, end_ns BIGINT NOT NULL,"
-        " bytes BIGINT NOT NULL, deadline_ns BIGINT, deadline_met BOOLEAN,"
-        " guarantee VARCHAR(16) NOT NULL)"
-    )
-    conn.exec_driver_sql("CREATE INDEX usage_tenant_time ON usage (tenant, start_ns)")
-
-
-def _m2(conn: Connection) -> None:
-    """Append-only usage, enforced by the database where we know how (SQLite triggers)."""
-    if conn.dialect.name != "sqlite":
-        return
-    for op in ("UPDATE", "DELETE"):
-        conn.exec_driver_sql(
-            f"CREATE TRIGGER usage_no_{op.lower()} BEFORE {op} ON usage"
-            f" BEGIN SELECT RAISE(ABORT, 'usage rows are append-only'); END"
-        )
-
-
-def _m3(conn: Connection) -> None:
-    """Issued invoices: immutable revisions per (tenant, period); money as decimal text."""
-    conn.exec_driver_sql(
-        "CREATE TABLE invoice (id INTEGER PRIMARY KEY, tenant VARCHAR(128) NOT NULL REFERENCES tenant(name),"
-        " period CHAR(7) NOT NULL, revision INTEGER NOT NULL, currency CHAR(3) NOT NULL,"
-        " total VARCHAR(40) NOT NULL, body_json TEXT NOT NULL, body_sha256 CHAR(64) NOT NULL,"
-        " issued_at VARCHAR(40) NOT NULL, UNIQUE (tenant, period, revision))"
-    )
-    if conn.dialect.name == "sqlite":
-        for op in ("UPDATE", "DELETE"):
-            conn.exec_driver_sql(
-                f"CREATE TRIGGER invoice_no_{op.lower()} BEFORE {op} ON invoice"
-                f" BEGIN SELECT RAISE(ABORT, 'issued invoices are immutable'); END"
-            )
-
-
-#: Ordered migrations; version N is the state after MIGRATIONS[N-1] ran.
-MIGRATIONS: list[Callable[[Connection], None]] = [_m1, _m2, _m3]
+def default_db_path() -> Path:
+    """``$XDG_DATA_HOME/paccp/ledger.sqlite`` (default ``~/.local/share/paccp/ledger.sqlite``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "paccp" / "ledger.sqlite"
 
 
 def db_url(db: str | None) -> str:
-    """``--db`` value (or ``$PACCP_LEDGER``, or the default file) as an SQLAlchemy URL."""
-    value = db or os.environ.get("PACCP_LEDGER") or DEFAULT_DB
+    """``--db`` value (or ``$PACCP_LEDGER``, or the per-user default file) as an SQLAlchemy URL.
+
+    ``postgresql://`` and ``postgres://`` URLs use psycopg 3 (``postgresql+psycopg://``).
+    """
+    value = db or os.environ.get("PACCP_LEDGER") or str(default_db_path())
+    for prefix in ("postgresql://", "postgres://"):
+        if value.startswith(prefix):
+            return "postgresql+psycopg://" + value[len(prefix) :]
     return value if "://" in value else f"sqlite:///{Path(value)}"
+
+
+def _prepare_sqlite_file(url: str, default: bool, create: bool) -> None:
+    """Refuse what is not an SQLite ledger; create a new file private to its owner (mode 0600).
+
+    With ``create`` False a missing file is an error (commands that only use a ledger leave nothing behind).
+    """
+    raw = url.removeprefix("sqlite:///")
+    if raw in ("", ":memory:") or raw.startswith("file:"):
+        return
+    p = Path(raw)
+    if p.is_dir():
+        raise UserError(f"ledger {p}: is a directory, not an SQLite file")
+    if p.exists():
+        try:
+            with p.open("rb") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise UserError(f"ledger {p}: cannot read ({exc.strerror})") from None
+        if head and head != _SQLITE_MAGIC:
+            raise UserError(f"ledger {p}: not an SQLite database (give --db a ledger file or a URL)")
+        return
+    if not create:
+        hint = ""
+        if default and Path(LEGACY_DEFAULT).is_file():
+            hint = (
+                f"; an older paccp kept its default ledger in ./{LEGACY_DEFAULT}: pass --db {LEGACY_DEFAULT}"
+            )
+        raise UserError(
+            f"ledger {p} does not exist (a ledger is created by: paccp bill tenant add ...){hint}"
+        )
+    if default:
+        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    elif not p.parent.is_dir():
+        raise UserError(f"ledger {p}: directory {p.parent} does not exist")
+    try:
+        os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UserError(f"ledger {p}: cannot create ({exc.strerror})") from None
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _db_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn database errors (server down, locked too long, not a database) into one-line UserErrors."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except SQLAlchemyError as exc:
+            orig = getattr(exc, "orig", None) or exc
+            first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+            led = args[0] if args else None
+            where = getattr(led, "display_url", "ledger")
+            raise UserError(f"ledger {where}: {first}") from None
+
+    return wrapper
+
+
+def _head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return str(ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head())
 
 
 @dataclass(frozen=True)
@@ -132,18 +168,35 @@ class IngestResult:
     batch_id: int | None
 
 
+def check_name(name: str, what: str = "tenant name") -> str:
+    """A tenant name: 1..128 printable characters."""
+    if not 1 <= len(name) <= 128:
+        raise UserError(f"{what} must be 1..128 characters")
+    try:
+        return _no_control(name)
+    except ValueError as exc:
+        raise UserError(f"{what} {name!r}: {exc}") from None
+
+
 class Ledger:
     """A connection to one ledger database, migrated to the latest schema on open."""
 
-    def __init__(self, db: str | None = None) -> None:
+    def __init__(self, db: str | None = None, *, create: bool = True) -> None:
+        """Open (``create``: or create) the ledger ``db`` and migrate it to the newest schema."""
         self.url = db_url(db)
+        self.display_url = self.url
         try:
-            self.engine: Engine = create_engine(self.url, future=True)
-        except Exception as exc:  # bad URL, missing driver
+            self.engine: Engine = create_engine(self.url)
+        except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:  # bad URL or driver
             raise UserError(f"cannot open ledger {self.url!r}: {exc}") from None
-        if self.engine.dialect.name == "sqlite":
+        self.display_url = self.engine.url.render_as_string(hide_password=True)
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            _prepare_sqlite_file(self.url, not (db or os.environ.get("PACCP_LEDGER")), create)
             self._sqlite_setup(self.engine)
-        self.migrate()
+        elif self.dialect != "postgresql":
+            raise UserError(f"ledger {self.display_url}: only SQLite and PostgreSQL are supported")
+        self.migrate(create=create)
 
     @staticmethod
     def _sqlite_setup(engine: Engine) -> None:
@@ -160,193 +213,283 @@ class Ledger:
             write = conn.get_execution_options().get("paccp_write", False)
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
-    def _begin_retry(self) -> Any:
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A writer transaction holding the ledger's write lock (writers queue; readers never wait)."""
+        if self.dialect == "postgresql":
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(BUSY_TIMEOUT_S * 1000)}ms'")
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK_KEY})")
+                yield conn
+            return
         deadline = time.monotonic() + BUSY_TIMEOUT_S
         while True:
             try:
-                return self.engine.execution_options(paccp_write=True).begin()
+                ctx = self.engine.execution_options(paccp_write=True).begin()
+                conn = ctx.__enter__()
+                break
             except OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise UserError(f"ledger {self.url}: {exc.orig}") from None
+                    raise
                 time.sleep(0.05)
-
-    def schema_version(self) -> int:
-        """Current schema version (0 for an empty database)."""
-        with self.engine.connect() as conn:
-            if not self.engine.dialect.has_table(conn, "schema_version"):
-                return 0
-            row = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
-            return int(row or 0)
-
-    def migrate(self) -> int:
-        """Apply the pending migrations, each in its own transaction; return the final version."""
         try:
-            if self.schema_version() >= len(MIGRATIONS):  # up to date: no write lock, so readers never wait
-                return len(MIGRATIONS)
-            with self._begin_retry() as conn:
-                conn.exec_driver_sql(
-                    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY,"
-                    " applied_at VARCHAR(40) NOT NULL)"
-                )
-            for version, step in enumerate(MIGRATIONS, start=1):
-                with self._begin_retry() as conn:
-                    have = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar() or 0
-                    if have >= version:
-                        continue
-                    step(conn)
-                    conn.execute(
-                        text("INSERT INTO schema_version (version, applied_at) VALUES (:v, :t)"),
-                        {"v": version, "t": _now()},
+            yield conn
+        except BaseException:
+            if not ctx.__exit__(*sys.exc_info()):
+                raise
+        else:
+            ctx.__exit__(None, None, None)
+
+    # --- schema --------------------------------------------------------------------------------
+    @_db_errors
+    def revision(self) -> str | None:
+        """The Alembic revision the database is at (None: empty or written before Alembic)."""
+        from alembic.runtime.migration import MigrationContext
+
+        with self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    @_db_errors
+    def migrate(self, create: bool = True) -> str:
+        """Bring the schema to the newest revision (one writer transaction); return the revision.
+
+        A database with other tables and no ledger is refused (it is not ours to change); an empty one
+        becomes a ledger only with ``create``.
+        """
+        from alembic import command
+        from alembic.config import Config
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        head = _head_revision()
+        if self.revision() == head:  # up to date: no write lock, so readers never wait
+            return head
+        with self._write() as conn:
+            have = MigrationContext.configure(conn).get_current_revision()
+            tables = set(inspect(conn).get_table_names())
+            if have is None and "schema_version" not in tables:  # neither ours nor a pre-Alembic ledger
+                if tables:
+                    shown = ", ".join(sorted(tables)[:5])
+                    raise UserError(f"ledger {self.display_url}: not a paccp ledger (it has tables {shown})")
+                if not create:
+                    raise UserError(
+                        f"ledger {self.display_url}: no ledger in this database yet"
+                        " (a ledger is created by: paccp bill tenant add ...)"
                     )
-        except OperationalError as exc:
-            raise UserError(f"ledger {self.url}: {exc.orig}") from None
-        return len(MIGRATIONS)
+            script = ScriptDirectory(str(MIGRATIONS_DIR))
+            if (
+                have is not None
+                and have != head
+                and have not in {s.revision for s in script.walk_revisions()}
+            ):
+                raise UserError(
+                    f"ledger {self.display_url}: schema revision {have} is newer than this paccp knows"
+                    f" ({head})"
+                )
+            cfg = Config()
+            cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        return head
 
     # --- tenants -------------------------------------------------------------------------------
+    @_db_errors
     def add_tenant(self, name: str, model: str, book_toml: str) -> bool:
         """Enrol a tenant; True if added, False if it already exists identically (else UserError)."""
         if model not in MODELS:
             raise UserError(f"unknown pricing model {model!r} (expected vbp, fbp or softbw)")
-        if not name or len(name) > 128:
-            raise UserError("tenant name must be 1..128 characters")
+        check_name(name)
         parse_book(book_toml).section(model)  # the book must price this model
         digest = book_digest(book_toml)
-        with self._begin_retry() as conn:
-            row = conn.execute(
-                text("SELECT model, book_sha256 FROM tenant WHERE name = :n"), {"n": name}
-            ).first()
+        t = schema.tenant
+        with self._write() as conn:
+            row = conn.execute(select(t.c.model, t.c.book_sha256).where(t.c.name == name)).first()
             if row is not None:
                 if row[0] == model and row[1] == digest:
                     return False
                 raise UserError(f"tenant {name!r} already exists with a different model or book")
             conn.execute(
-                text(
-                    "INSERT INTO tenant (name, model, book_toml, book_sha256, created_at)"
-                    " VALUES (:n, :m, :b, :h, :t)"
-                ),
-                {"n": name, "m": model, "b": book_toml, "h": digest, "t": _now()},
-            )
+                t.insert(),
+                {"name": name, "model": model, "book_toml": book_toml, "book_sha256": digest,
+                 "created_at": _now()},
+            )  # fmt: skip
         return True
 
+    @_db_errors
     def tenants(self) -> list[Tenant]:
-        """All tenants, by name."""
+        """All tenants, by name (code-point order, the same on every backend)."""
+        t = schema.tenant
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                text("SELECT name, model, book_toml, book_sha256 FROM tenant ORDER BY name")
-            ).all()
-        return [Tenant(*r) for r in rows]
+            rows = conn.execute(select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256)).all()
+        return sorted((Tenant(*r) for r in rows), key=lambda x: x.name)
 
     def tenant(self, name: str) -> Tenant:
         """One tenant; UserError if unknown."""
         for t in self.tenants():
             if t.name == name:
                 return t
-        raise UserError(f"unknown tenant {name!r} (add it with: paccp bill tenant add {name} ...)")
+        raise UserError(f"unknown tenant {name!r} (add it with: paccp bill tenant add NAME ...)")
 
     # --- usage ---------------------------------------------------------------------------------
-    def ingest_file(self, path: str | Path, progress: Callable[[int], None] | None = None) -> IngestResult:
+    def ingest_file(
+        self,
+        path: str | Path,
+        progress: Callable[[int], None] | None = None,
+        *,
+        tenant: str | None,
+    ) -> IngestResult:
         """Ingest a ``.jsonl``/``.parquet`` usage file in one transaction (all or nothing).
 
+        ``tenant``: every record must belong to it; None is the operator's explicit multi-tenant import.
         ``progress(n)`` is called with the number of records read and validated so far, every 2000 records.
         """
         p = Path(path)
+        if tenant is not None:
+            self.tenant(tenant)  # unknown tenant: say so before reading a large file
         records: list[UsageRecord] = []
+        digest = hashlib.sha256()
         for r in read_usage(p):  # validates every record before anything is written
             records.append(r)
             if progress is not None and len(records) % 2000 == 0:
                 progress(len(records))
-        file_sha = hashlib.sha256(p.read_bytes()).hexdigest()
-        return self.ingest(records, str(p), file_sha)
+        with p.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        return self.ingest(records, str(p), digest.hexdigest(), tenant=tenant)
 
+    @_db_errors
     def ingest(
-        self, records: Iterable[UsageRecord], where: str = "records", file_sha: str = ""
+        self,
+        records: Iterable[UsageRecord],
+        where: str = "records",
+        file_sha: str = "",
+        *,
+        tenant: str | None,
     ) -> IngestResult:
         """Ingest validated records in ONE transaction; see the module docstring for the rules."""
         from paccp.pricing.charging import check_chargeable
 
         recs = list(records)
-        seen: dict[str, str] = {}
+        hashes: list[str] = []
+        seen: dict[tuple[str, str], str] = {}
         tenants = {t.name: t for t in self.tenants()}
+        if tenant is not None and tenant not in tenants:
+            raise UserError(f"unknown tenant {tenant!r} (add it with: paccp bill tenant add NAME ...)")
         books: dict[str, PriceBook] = {}
         for i, r in enumerate(recs, start=1):
+            at = f"{where} record {i} ({r.record_id})"
+            if tenant is not None and r.tenant != tenant:
+                raise UserError(
+                    f"{at}: belongs to tenant {r.tenant!r}, not {tenant!r} (this ingest is for {tenant!r};"
+                    " an operator importing several tenants uses --all-tenants)"
+                )
             t = tenants.get(r.tenant)
             if t is None:
-                raise UserError(f"{where} record {i} ({r.record_id}): unknown tenant {r.tenant!r}")
+                raise UserError(f"{at}: unknown tenant {r.tenant!r}")
             bk = books.get(t.name)
             if bk is None:
                 bk = books[t.name] = t.book
-            check_chargeable(r, t.model, bk, f"{where} record {i} ({r.record_id})")
+            check_chargeable(r, t.model, bk, at)
             h = _content_hash(r)
-            if seen.get(r.record_id, h) != h:
+            hashes.append(h)
+            key = (r.tenant, r.record_id)
+            if seen.get(key, h) != h:
                 raise UserError(f"{where}: record_id {r.record_id!r} appears twice with different content")
-            seen[r.record_id] = h
+            seen[key] = h
         sleep_s = float(os.environ.get(SLEEP_ENV, "0") or 0)
-        try:
-            with self._begin_retry() as conn:
-                existing: dict[str, str] = {}
-                ids = list(seen)
-                for k in range(0, len(ids), 500):
-                    chunk = ids[k : k + 500]
-                    params = {f"i{j}": v for j, v in enumerate(chunk)}
-                    marks = ", ".join(f":i{j}" for j in range(len(chunk)))
+        u = schema.usage
+        with self._write() as conn:
+            existing: dict[tuple[str, str], str] = {}
+            by_tenant: dict[str, list[str]] = {}
+            for tn, rid in seen:
+                by_tenant.setdefault(tn, []).append(rid)
+            for tn, ids in by_tenant.items():
+                for k in range(0, len(ids), 1000):
                     rows = conn.execute(
-                        text(f"SELECT record_id, content_sha256 FROM usage WHERE record_id IN ({marks})"),
-                        params,
-                    ).all()
-                    existing.update({a: b for a, b in rows})
-                for rid, h in seen.items():
-                    if rid in existing and existing[rid] != h:
-                        raise UserError(
-                            f"{where}: record_id {rid!r} was already ingested with different content"
+                        select(u.c.record_id, u.c.content_sha256).where(
+                            u.c.tenant == tn, u.c.record_id.in_(ids[k : k + 1000])
                         )
-                fresh: list[UsageRecord] = []
-                done: set[str] = set()
-                for r in recs:
-                    if r.record_id not in existing and r.record_id not in done:
-                        fresh.append(r)
-                        done.add(r.record_id)
-                if not fresh:
-                    return IngestResult(where, 0, len(seen), None)
-                res = conn.execute(
-                    text(
-                        "INSERT INTO ingest_batch (source_file, file_sha256, n_new, n_same, ingested_at)"
-                        " VALUES (:f, :h, :n, :s, :t)"
-                    ),
-                    {"f": where, "h": file_sha, "n": len(fresh), "s": len(seen) - len(fresh), "t": _now()},
-                )
-                batch_id = int(res.lastrowid) if res.lastrowid is not None else 0
-                half = len(fresh) // 2
-                for part_no, part in enumerate((fresh[:half], fresh[half:])):
-                    if part:
-                        conn.execute(_INSERT, [_row(r, batch_id) for r in part])
-                    if part_no == 0 and sleep_s > 0:
-                        print(f"INGEST-MIDWAY {half}", file=sys.stderr, flush=True)
-                        time.sleep(sleep_s)
-                return IngestResult(where, len(fresh), len(seen) - len(fresh), batch_id)
-        except OperationalError as exc:
-            raise UserError(f"ledger {self.url}: {exc.orig}") from None
+                    ).all()
+                    existing.update({(tn, a): b for a, b in rows})
+            for key, h in seen.items():
+                if key in existing and existing[key] != h:
+                    raise UserError(
+                        f"{where}: record_id {key[1]!r} was already ingested with different content"
+                    )
+            fresh: list[tuple[UsageRecord, str]] = []
+            done: set[tuple[str, str]] = set()
+            for r, h in zip(recs, hashes, strict=True):
+                key = (r.tenant, r.record_id)
+                if key not in existing and key not in done:
+                    fresh.append((r, h))
+                    done.add(key)
+            if not fresh:
+                return IngestResult(where, 0, len(seen), None)
+            res = conn.execute(
+                schema.ingest_batch.insert(),
+                {"tenant": tenant, "source_file": where, "file_sha256": file_sha, "n_new": len(fresh),
+                 "n_same": len(seen) - len(fresh), "ingested_at": _now()},
+            )  # fmt: skip
+            batch_id = int(res.inserted_primary_key[0])  # type: ignore[index]
+            half = len(fresh) // 2
+            stored = 0
+            for part_no, part in enumerate((fresh[:half], fresh[half:])):
+                if part:
+                    stored += self._insert_usage(conn, [_row(r, h, batch_id) for r, h in part])
+                if part_no == 0 and sleep_s > 0:
+                    print(f"INGEST-MIDWAY {half}", file=sys.stderr, flush=True)
+                    time.sleep(sleep_s)
+            if stored != len(fresh):  # cannot happen under the write lock; never commit a partial file
+                raise UserError(f"{where}: {len(fresh) - stored} records conflicted while writing")
+            return IngestResult(where, len(fresh), len(seen) - len(fresh), batch_id)
 
+    def _insert_usage(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
+        """``INSERT ... ON CONFLICT (tenant, record_id) DO NOTHING`` of ``rows``; return how many went in.
+
+        SQLite: the driver's executemany of the Core statement. PostgreSQL: the rows are streamed with COPY
+        into a session-private temporary table (``LIKE usage``), then moved with one ``INSERT ... SELECT
+        ... ON CONFLICT DO NOTHING`` (row-by-row INSERTs cost several times more there). Same transaction
+        either way.
+        """
+        u = schema.usage
+        if self.dialect == "sqlite":
+            ins = sqlite.insert(u).on_conflict_do_nothing(index_elements=["tenant", "record_id"])
+            return int(conn.execute(ins, rows).rowcount)  # sqlite3: the rows executemany inserted
+        cols = [c.name for c in u.columns]
+        names = ", ".join(cols)
+        dbapi: Any = conn.connection.dbapi_connection  # psycopg's Connection, inside this transaction
+        with dbapi.cursor() as cur:
+            cur.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS paccp_usage_in (LIKE usage INCLUDING DEFAULTS)"
+                " ON COMMIT DELETE ROWS"
+            )
+            cur.execute("DELETE FROM paccp_usage_in")
+            with cur.copy(f"COPY paccp_usage_in ({names}) FROM STDIN") as cp:
+                for r in rows:  # omega is a finite Decimal (validated): COPY writes it as NUMERIC text
+                    cp.write_row([r[c] for c in cols])
+            cur.execute(
+                f"INSERT INTO usage ({names}) SELECT {names} FROM paccp_usage_in"
+                " ON CONFLICT (tenant, record_id) DO NOTHING"
+            )
+            return int(cur.rowcount)
+
+    @_db_errors
     def usage(self, tenant: str, start_ns: int, end_ns: int) -> list[UsageRecord]:
-        """A tenant's records overlapping [start_ns, end_ns) (zero-length ones starting inside it)."""
+        """A tenant's records overlapping [start_ns, end_ns) (zero-length ones starting inside it).
+
+        Sorted by (start_ns, record_id) in code-point order, the same on every backend.
+        """
+        u = schema.usage
+        cols = [u.c[c] for c in _USAGE_COLS]
+        cond = (u.c.tenant == tenant) & (u.c.start_ns < end_ns)
+        cond &= (u.c.end_ns > start_ns) | ((u.c.end_ns == u.c.start_ns) & (u.c.start_ns >= start_ns))
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT record_id, source, tenant, vm, flow_id, cos, theta_bps, omega, start_ns, end_ns,"
-                    " bytes, deadline_ns, deadline_met, guarantee FROM usage WHERE tenant = :t"
-                    " AND start_ns < :e AND (end_ns > :s OR (end_ns = start_ns AND start_ns >= :s))"
-                    " ORDER BY start_ns, record_id"
-                ),
-                {"t": tenant, "s": start_ns, "e": end_ns},
-            ).all()
-        cols = _USAGE_COLS
-        out = []
-        for r in rows:
-            d = dict(zip(cols, r, strict=True))
-            d["omega"] = Decimal(d["omega"])
-            d["deadline_met"] = None if d["deadline_met"] is None else bool(d["deadline_met"])
-            out.append(UsageRecord.model_validate(d))
+            rows = conn.execute(select(*cols).where(cond)).all()
+        out = [UsageRecord.model_validate(dict(zip(_USAGE_COLS, r, strict=True))) for r in rows]
+        out.sort(key=lambda r: (r.start_ns, r.record_id))
         return out
 
+    @_db_errors
     def issue(
         self, tenant: str, period: str, currency: str, total: str, body: dict[str, Any]
     ) -> tuple[int, bool]:
@@ -357,43 +500,53 @@ class Ledger:
         """
         body_json = json.dumps(body, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(body_json.encode("utf-8")).hexdigest()
-        with self._begin_retry() as conn:
+        inv = schema.invoice
+        with self._write() as conn:
             row = conn.execute(
-                text(
-                    "SELECT revision, body_sha256 FROM invoice WHERE tenant = :t AND period = :p"
-                    " ORDER BY revision DESC LIMIT 1"
-                ),
-                {"t": tenant, "p": period},
+                select(inv.c.revision, inv.c.body_sha256)
+                .where(inv.c.tenant == tenant, inv.c.period == period)
+                .order_by(inv.c.revision.desc())
+                .limit(1)
             ).first()
             if row is not None and row[1] == digest:
                 return int(row[0]), False
             rev = 1 if row is None else int(row[0]) + 1
             conn.execute(
-                text(
-                    "INSERT INTO invoice (tenant, period, revision, currency, total, body_json, body_sha256,"
-                    " issued_at) VALUES (:t, :p, :r, :c, :tot, :b, :h, :at)"
-                ),
-                {"t": tenant, "p": period, "r": rev, "c": currency, "tot": total, "b": body_json, "h": digest,
-                 "at": _now()},
+                inv.insert(),
+                {"tenant": tenant, "period": period, "revision": rev, "currency": currency,
+                 "total": Decimal(total), "body_json": body_json, "body_sha256": digest, "issued_at": _now()},
             )  # fmt: skip
         return rev, True
 
+    @_db_errors
     def issued(self, tenant: str, period: str) -> list[tuple[int, str, str]]:
         """Issued revisions of a tenant's invoice for a period: (revision, total, issued_at)."""
+        inv = schema.invoice
         with self.engine.connect() as conn:
             rows = conn.execute(
-                text(
-                    "SELECT revision, total, issued_at FROM invoice WHERE tenant = :t AND period = :p"
-                    " ORDER BY revision"
-                ),
-                {"t": tenant, "p": period},
+                select(inv.c.revision, inv.c.total, inv.c.issued_at)
+                .where(inv.c.tenant == tenant, inv.c.period == period)
+                .order_by(inv.c.revision)
             ).all()
         return [(int(a), str(b), str(c)) for a, b, c in rows]
 
+    @_db_errors
     def count_usage(self) -> int:
         """Number of usage rows."""
         with self.engine.connect() as conn:
-            return int(conn.exec_driver_sql("SELECT COUNT(*) FROM usage").scalar() or 0)
+            return int(conn.execute(select(func.count()).select_from(schema.usage)).scalar() or 0)
+
+    @_db_errors
+    def quarantined(self) -> list[tuple[str, str, str]]:
+        """Rows a migration set aside as out of bounds: (tenant, record_id, reason)."""
+        q = schema.usage_quarantine
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(q.c.tenant, q.c.record_id, q.c.reason).order_by(q.c.id)).all()
+        return [(str(a), str(b), str(c)) for a, b, c in rows]
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
 
 
 _USAGE_COLS = [
@@ -413,21 +566,15 @@ _USAGE_COLS = [
     "guarantee",
 ]
 
-_INSERT = text(
-    "INSERT INTO usage (record_id, tenant, batch_id, content_sha256, source, vm, flow_id, cos, theta_bps,"
-    " omega, start_ns, end_ns, bytes, deadline_ns, deadline_met, guarantee) VALUES (:record_id, :tenant,"
-    " :batch_id, :content_sha256, :source, :vm, :flow_id, :cos, :theta_bps, :omega, :start_ns, :end_ns,"
-    " :bytes, :deadline_ns, :deadline_met, :guarantee)"
-)
-
 
 def _content_hash(r: UsageRecord) -> str:
+    """SHA-256 of the record's canonical JSON line (omega "2.0" and "2" hash the same)."""
     return hashlib.sha256(r.to_json_line().encode("utf-8")).hexdigest()
 
 
-def _row(r: UsageRecord, batch_id: int) -> dict[str, Any]:
-    d = r.model_dump(mode="json")
+def _row(r: UsageRecord, content_sha256: str, batch_id: int) -> dict[str, Any]:
+    d = r.model_dump()
     d.pop("schema_version")
     d["batch_id"] = batch_id
-    d["content_sha256"] = _content_hash(r)
+    d["content_sha256"] = content_sha256
     return d

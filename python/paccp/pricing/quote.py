@@ -13,8 +13,9 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from paccp.errors import UserError
-from paccp.pricing.book import FBPBook, PriceBook, SoftBWBook, VBPBook, load_book
+from paccp.pricing.book import MAX_AMOUNT, FBPBook, PriceBook, SoftBWBook, VBPBook, load_book
 from paccp.units import format_rate
+from paccp.usage import MAX_LINK_BPS, MAX_OMEGA, MIN_OMEGA
 
 CTX = decimal.Context(prec=50, rounding=decimal.ROUND_HALF_EVEN)
 NS_PER_HOUR = Decimal(3_600_000_000_000)
@@ -22,6 +23,35 @@ BPS_PER_GBPS = Decimal(1_000_000_000)
 CoSName = Literal["be", "ds", "mrg"]
 Guarantee = Literal["strict", "dynamic", "fair", "none"]
 COS_TO_GUARANTEE: dict[str, Guarantee] = {"be": "none", "ds": "fair", "mrg": "strict"}
+#: Longest duration a quote or budget covers: 100 years.
+MAX_DURATION_NS = 100 * 366 * 86_400 * 10**9
+#: Largest flow size a dynamic-guarantee quote takes: 1 EB.
+MAX_SIZE_BYTES = 10**18
+
+
+def check_bounds(
+    *,
+    theta_bps: int | None = None,
+    omega: Decimal | None = None,
+    duration_ns: int | None = None,
+    rate_bps: int | None = None,
+    size_bytes: int | None = None,
+    deadline_ns: int | None = None,
+    budget: Decimal | None = None,
+) -> None:
+    """Reject, with one line, a quote argument outside the bounds of docs/pricing.md ("Bounds")."""
+    for name, v in (("theta", theta_bps), ("rate", rate_bps)):
+        if v is not None and not 0 <= v <= MAX_LINK_BPS:
+            raise UserError(f"{name} must be between 0 and {MAX_LINK_BPS:.0e} bit/s")
+    for name, v in (("duration", duration_ns), ("deadline", deadline_ns)):
+        if v is not None and not 0 <= v <= MAX_DURATION_NS:
+            raise UserError(f"{name} must be between 0 and 100 years")
+    if size_bytes is not None and not 0 <= size_bytes <= MAX_SIZE_BYTES:
+        raise UserError(f"size must be between 0 and {MAX_SIZE_BYTES} bytes (1 EB)")
+    if omega is not None and (not omega.is_finite() or not MIN_OMEGA <= omega <= MAX_OMEGA):
+        raise UserError(f"omega must be a finite number between {MIN_OMEGA} and {MAX_OMEGA:.0E}")
+    if budget is not None and (not budget.is_finite() or not 0 <= budget <= MAX_AMOUNT):
+        raise UserError(f"budget must be a finite amount between 0 and {MAX_AMOUNT:.0E}")
 
 
 def hours(duration_ns: int) -> Decimal:
@@ -214,7 +244,12 @@ def quote(
     ``duration_ns`` defaults to one hour, or for a dynamic guarantee to its deadline (so S is charged).
     """
     bk = _book(book)
-    om = Decimal(str(omega))
+    try:
+        om = Decimal(str(omega))
+    except decimal.InvalidOperation:
+        raise UserError(f"cannot parse omega {omega!r}") from None
+    check_bounds(theta_bps=theta_bps, omega=om, duration_ns=duration_ns, rate_bps=rate_bps,
+                 size_bytes=size_bytes, deadline_ns=deadline_ns)  # fmt: skip
     if duration_ns is None:  # a dynamic guarantee lasts until its deadline; anything else: one hour
         duration_ns = deadline_ns if guarantee == "dynamic" and deadline_ns else 3_600_000_000_000
     if duration_ns < 0:
@@ -293,8 +328,9 @@ def buy(
         money = Decimal(str(budget))
     except decimal.InvalidOperation:
         raise UserError(f"cannot parse budget {budget!r}") from None
-    if money < 0:
+    if money.is_finite() and money < 0:
         raise UserError("budget must not be negative")
+    check_bounds(budget=money, duration_ns=duration_ns, theta_bps=theta_bps)
     if duration_ns <= 0:
         raise UserError("duration must be > 0")
     b = CTX.divide(money, hours(duration_ns))

@@ -1,0 +1,245 @@
+//! The host egress stage: what sits in front of a host's NIC serialiser besides the plain FIFO.
+//!
+//! - [`PerVm`]: one drop-tail queue per VM of the host, served by a pluggable [`Selector`]
+//!   (the packet selector; [`RoundRobin`] is built in, SoftBW's fulfilment scheduler is another);
+//! - [`shaper::Shaper`]: token-bucket rate limiters per class or per VM (HTB-like classes without
+//!   borrowing), unshaped traffic in a FIFO beside them.
+//!
+//! Adding a selector (docs/adding-a-scheme.md): a new file with a type implementing [`Selector`] and a
+//! `parse` function, plus one line in [`builtin_selectors`] (or [`crate::Registry::register_selector`]
+//! from outside the crate, wrapped in [`AnySelector::Custom`]).
+pub mod shaper;
+
+use crate::config::BufCfg;
+use crate::error::{EngineError, Result};
+use crate::net::qdisc::{Fifo, Pop};
+use crate::net::{Pkt, QKey};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One VM's queue at a host's egress.
+#[derive(Debug, Clone)]
+pub struct VmQueue {
+    /// Engine index of the VM ([`QKey::NO_VM`] for flows without a VM).
+    pub vm: u32,
+    /// Its packets.
+    pub fifo: Fifo,
+}
+
+/// A VM known to the engine (what a selector's parser may read).
+#[derive(Debug, Clone)]
+pub struct VmInfo {
+    /// Its id.
+    pub id: String,
+    /// Engine index of its host node.
+    pub host: u32,
+    /// Its minimum rate (bit/s).
+    pub theta_bps: u64,
+    /// Its weight.
+    pub omega: f64,
+}
+
+/// Picks which VM queue a host's NIC serves next.
+pub trait Selector: std::fmt::Debug {
+    /// The index of a non-empty queue to serve now, or `None` if none may send now (at least one
+    /// queue is non-empty when called).
+    fn select(&mut self, queues: &[VmQueue], now_ps: u64) -> Option<usize>;
+    /// After `select` returned `None`: the earliest time one may send (`None`: at the next arrival).
+    fn next_eligible(&self, _queues: &[VmQueue], _now_ps: u64) -> Option<u64> {
+        None
+    }
+    /// A packet of `bytes` bytes left queue `idx`.
+    fn on_dequeue(&mut self, _idx: usize, _bytes: u64, _now_ps: u64) {}
+}
+
+/// Packet round-robin over the non-empty VM queues (fair in packets).
+#[derive(Debug, Clone, Default)]
+pub struct RoundRobin {
+    last: Option<usize>,
+}
+
+impl Selector for RoundRobin {
+    fn select(&mut self, queues: &[VmQueue], _now_ps: u64) -> Option<usize> {
+        let n = queues.len();
+        let start = self.last.map_or(0, |l| l + 1);
+        let pick = (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| !queues[i].fifo.is_empty())?;
+        self.last = Some(pick);
+        Some(pick)
+    }
+}
+
+/// The selector of one host: built-in variants (static dispatch) plus registered ones.
+#[derive(Debug)]
+pub enum AnySelector {
+    /// Round-robin.
+    RoundRobin(RoundRobin),
+    /// A selector registered with [`crate::Registry::register_selector`].
+    Custom(Box<dyn Selector>),
+}
+
+impl Selector for AnySelector {
+    fn select(&mut self, q: &[VmQueue], now: u64) -> Option<usize> {
+        match self {
+            AnySelector::RoundRobin(s) => s.select(q, now),
+            AnySelector::Custom(s) => s.select(q, now),
+        }
+    }
+    fn next_eligible(&self, q: &[VmQueue], now: u64) -> Option<u64> {
+        match self {
+            AnySelector::RoundRobin(s) => s.next_eligible(q, now),
+            AnySelector::Custom(s) => s.next_eligible(q, now),
+        }
+    }
+    fn on_dequeue(&mut self, idx: usize, bytes: u64, now: u64) {
+        match self {
+            AnySelector::RoundRobin(s) => s.on_dequeue(idx, bytes, now),
+            AnySelector::Custom(s) => s.on_dequeue(idx, bytes, now),
+        }
+    }
+}
+
+/// Makes the selector of one host (argument: the host's node index).
+pub type SelectorMaker = Box<dyn Fn(u32) -> AnySelector>;
+
+/// Reads a `selector` object (`kind` included) given the scenario's VMs; errors name the field.
+pub type SelectorParser = fn(&Value, &[VmInfo]) -> Result<SelectorMaker>;
+
+/// The built-in selectors: `(kind, parser)`. One line per selector.
+pub fn builtin_selectors() -> Vec<(&'static str, SelectorParser)> {
+    vec![("round_robin", parse_round_robin)]
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoundRobinCfg {
+    #[allow(dead_code)]
+    kind: String,
+}
+
+fn parse_round_robin(v: &Value, _vms: &[VmInfo]) -> Result<SelectorMaker> {
+    let _: RoundRobinCfg = serde_json::from_value(v.clone())
+        .map_err(|e| EngineError::Parse(format!("queues.host.selector: {e}")))?;
+    Ok(Box::new(|_| AnySelector::RoundRobin(RoundRobin::default())))
+}
+
+/// Per-VM queues at a host's egress, each with the same drop-tail limit, served by a selector.
+#[derive(Debug)]
+pub struct PerVm {
+    queues: Vec<VmQueue>,
+    buffer: BufCfg,
+    selector: AnySelector,
+}
+
+impl PerVm {
+    /// No queue yet (one is made for each VM at its first packet).
+    pub fn new(buffer: BufCfg, selector: AnySelector) -> PerVm {
+        PerVm {
+            queues: Vec::new(),
+            buffer,
+            selector,
+        }
+    }
+
+    fn slot(&self, vm: u32) -> Option<usize> {
+        self.queues.iter().position(|q| q.vm == vm)
+    }
+
+    pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
+        match self.slot(key.vm) {
+            Some(i) => self.queues[i].fifo.has_room(size),
+            None => Fifo::new(self.buffer).has_room(size),
+        }
+    }
+
+    pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
+        let i = match self.slot(key.vm) {
+            Some(i) => i,
+            None => {
+                self.queues.push(VmQueue {
+                    vm: key.vm,
+                    fifo: Fifo::new(self.buffer),
+                });
+                self.queues.len() - 1
+            }
+        };
+        self.queues[i].fifo.push(pkt);
+    }
+
+    pub(crate) fn pop(&mut self, now: u64) -> Pop {
+        if self.len() == 0 {
+            return Pop::Empty;
+        }
+        match self.selector.select(&self.queues, now) {
+            Some(i) => match self.queues[i].fifo.pop() {
+                Some(p) => {
+                    self.selector.on_dequeue(i, p.size as u64, now);
+                    Pop::Packet(p)
+                }
+                None => Pop::Empty,
+            },
+            None => match self.selector.next_eligible(&self.queues, now) {
+                Some(t) if t > now => Pop::WaitUntil(t),
+                _ => Pop::Empty,
+            },
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.queues.iter().map(|q| q.fifo.bytes()).sum()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.queues.iter().map(|q| q.fifo.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::qdisc::tests::pkt;
+
+    #[test]
+    fn round_robin_is_fair_between_vms() {
+        let mut v = PerVm::new(
+            BufCfg::Packets(100),
+            AnySelector::RoundRobin(RoundRobin::default()),
+        );
+        // VM 0 is backlogged with 50 packets, VM 1 with 10, VM 2 with 20.
+        for (vm, n) in [(0u32, 50u32), (1, 10), (2, 20)] {
+            for _ in 0..n {
+                let k = QKey { class: 0, vm };
+                assert!(v.has_room(1500, k));
+                v.push(pkt(vm, 0, 1500), k);
+            }
+        }
+        let mut served = [0u32; 3];
+        for _ in 0..30 {
+            match v.pop(0) {
+                Pop::Packet(p) => served[p.flow as usize] += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            served,
+            [10, 10, 10],
+            "equal shares while all are backlogged"
+        );
+        for _ in 0..30 {
+            if let Pop::Packet(p) = v.pop(0) {
+                served[p.flow as usize] += 1;
+            }
+        }
+        assert_eq!(served, [30, 10, 20], "an empty queue is skipped");
+        let k = QKey { class: 0, vm: 0 };
+        let mut small = PerVm::new(
+            BufCfg::Packets(2),
+            AnySelector::RoundRobin(RoundRobin::default()),
+        );
+        small.push(pkt(0, 0, 1500), k);
+        small.push(pkt(0, 0, 1500), k);
+        assert!(!small.has_room(1500, k), "each VM queue is drop-tail");
+        assert!(small.has_room(1500, QKey { class: 0, vm: 1 }));
+    }
+}

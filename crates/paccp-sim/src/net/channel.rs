@@ -1,0 +1,260 @@
+//! One direction of a link: a queue discipline, a serialiser and a propagation pipe.
+//!
+//! A FIFO drop-tail channel fixes a packet's departure when it is accepted (start = max(now, end of
+//! the previous serialisation), `done` = start + serialisation time), so only its arrival at the far
+//! end (`done + delay`) is an event. `pipe` holds every accepted packet not yet received, in FIFO
+//! order: the first `on_wire` have finished serialising (they propagate), the rest are the queue.
+//! Packets move from queue to wire lazily ([`Channel::advance`]) whenever the queue is looked at.
+//!
+//! A channel with a scheduled discipline ([`Sched`]: strict priority, per-VM queues, shaper) keeps
+//! its waiting packets there; the pipe then holds at most the packet being serialised plus the wire,
+//! and an [`Ev::TxEnd`] at the end of each serialisation (or when a shaper's bucket refills) asks the
+//! discipline for the next packet.
+use super::qdisc::Sched;
+use super::{NetStats, Pkt, QKey};
+use crate::event::{Ev, EventQueue};
+use crate::units::{Bps, Bytes};
+use std::collections::VecDeque;
+
+/// A packet accepted by a channel, with the time its serialisation ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InPipe {
+    pub(crate) done: u64,
+    pub(crate) pkt: Pkt,
+}
+
+/// Runtime state of one channel.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    pub(crate) pipe: VecDeque<InPipe>,
+    pub(crate) on_wire: usize,
+    /// Bytes in the queue part of the pipe (the packet being serialised included).
+    pub(crate) bytes: u64,
+    /// End of the last accepted packet's serialisation.
+    pub(crate) busy_until: u64,
+    pub(crate) rate_bps: u64,
+    /// Serialisation times of the two common sizes: (MTU, ACK).
+    pub(crate) tx_mtu: (u64, u64),
+    pub(crate) tx_ack: (u64, u64),
+    pub(crate) delay: u64,
+    pub(crate) limit_pkts: u64,
+    pub(crate) limit_bytes: u64,
+    pub(crate) tx_bytes: u64,
+    pub(crate) drops: u64,
+    pub(crate) max_queue_bytes: u64,
+    /// Flows waiting for room in this (host NIC) queue, served in turn (round-robin, one segment each).
+    pub(crate) waiters: VecDeque<u32>,
+    /// A [`Ev::NicRoom`] event is scheduled.
+    pub(crate) wake_pending: bool,
+    /// Never drops (a host NIC queue under host backpressure: data is gated before it).
+    pub(crate) lossless: bool,
+    /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail).
+    pub(crate) sched: Option<Box<Sched>>,
+    /// Scheduled discipline: the time of the pending [`Ev::TxEnd`] of a shaper wait (0 = none).
+    pub(crate) wait_at: u64,
+}
+
+impl Channel {
+    /// A FIFO drop-tail channel.
+    pub(crate) fn new(rate: Bps, delay_ps: u64, limits: (u64, u64), sizes: (u64, u64)) -> Channel {
+        let tx = |size: u64| (size, rate.tx_time(Bytes(size)).0);
+        Channel {
+            pipe: VecDeque::new(),
+            on_wire: 0,
+            bytes: 0,
+            busy_until: 0,
+            rate_bps: rate.0,
+            tx_mtu: tx(sizes.0),
+            tx_ack: tx(sizes.1),
+            delay: delay_ps,
+            limit_pkts: limits.0,
+            limit_bytes: limits.1,
+            tx_bytes: 0,
+            drops: 0,
+            max_queue_bytes: 0,
+            waiters: VecDeque::new(),
+            wake_pending: false,
+            lossless: false,
+            sched: None,
+            wait_at: 0,
+        }
+    }
+
+    /// Moves the packets whose serialisation ended at or before `until` from the queue to the wire;
+    /// returns the end time of the last one moved (0 if none).
+    #[inline]
+    pub(crate) fn advance(&mut self, until: u64) -> u64 {
+        let mut last = 0;
+        while let Some(p) = self.pipe.get(self.on_wire) {
+            if p.done > until {
+                break;
+            }
+            let size = p.pkt.size as u64;
+            last = p.done;
+            self.bytes -= size;
+            self.tx_bytes += size;
+            self.on_wire += 1;
+        }
+        last
+    }
+
+    /// Moves to the wire the packets that have left the queue as seen by an event at `now` scheduled
+    /// at `from`: those whose serialisation ended before `now`, and one ending exactly at `now` if it
+    /// started before `from` (when the end of a serialisation was an event of its own, scheduled at
+    /// its start, it ran first in that case).
+    #[inline]
+    pub(crate) fn advance_for(&mut self, now: u64, from: u64) {
+        self.advance(now.saturating_sub(1));
+        if let Some(p) = self.pipe.get(self.on_wire) {
+            if p.done == now && p.done - self.tx_time(p.pkt.size as u64) < from {
+                self.advance(now);
+            }
+        }
+    }
+
+    /// Removes the pipe's head packet, which reaches the far end at `now`; returns it and, if another
+    /// packet follows, that packet's (serialisation end, arrival) times.
+    #[inline]
+    pub(crate) fn pop_head(&mut self, now: u64) -> Option<(Pkt, Option<(u64, u64)>)> {
+        self.advance(now.saturating_sub(1));
+        let InPipe { pkt, .. } = self.pipe.pop_front()?;
+        if self.on_wire > 0 {
+            self.on_wire -= 1;
+        } else {
+            // Zero propagation delay: its serialisation ends at this very instant.
+            self.bytes -= pkt.size as u64;
+            self.tx_bytes += pkt.size as u64;
+        }
+        let next = self.pipe.front().map(|n| (n.done, n.done + self.delay));
+        Some((pkt, next))
+    }
+
+    /// Packets in the queue part of the pipe (the one being serialised included).
+    #[inline]
+    pub(crate) fn queued(&self) -> u64 {
+        (self.pipe.len() - self.on_wire) as u64
+    }
+
+    /// Whether the queue admits a packet of `size` bytes with key `key` (FIFO: the channel's packet
+    /// and byte limits, the packet being serialised included; scheduled: the discipline's limits).
+    #[inline]
+    pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
+        match &self.sched {
+            None => self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes,
+            Some(s) => s.has_room(size, key),
+        }
+    }
+
+    /// Serialisation time of `size` bytes.
+    #[inline]
+    pub(crate) fn tx_time(&self, size: u64) -> u64 {
+        if size == self.tx_mtu.0 {
+            self.tx_mtu.1
+        } else if size == self.tx_ack.0 {
+            self.tx_ack.1
+        } else {
+            Bps(self.rate_bps).tx_time(Bytes(size)).0
+        }
+    }
+
+    /// Bytes queued in the channel (discipline and serialiser).
+    #[inline]
+    fn queue_bytes(&self) -> u64 {
+        self.bytes + self.sched.as_ref().map_or(0, |s| s.bytes())
+    }
+
+    /// Admission of `pkt` at `q.now`; an accepted packet's serialisation end and (if it is the pipe's
+    /// head) its arrival at the far end are scheduled at once. Returns false if it was dropped.
+    pub(crate) fn enqueue(
+        &mut self,
+        ch: u32,
+        pkt: Pkt,
+        key: QKey,
+        q: &mut EventQueue,
+        stats: &mut NetStats,
+    ) -> bool {
+        let now = q.now;
+        self.advance_for(now, q.cur_from);
+        let size = pkt.size as u64;
+        if !self.lossless && !self.has_room(size, key) {
+            self.drops += 1;
+            stats.packets_dropped += 1;
+            stats.in_flight -= 1;
+            return false;
+        }
+        if let Some(s) = self.sched.as_mut() {
+            s.push(pkt, key);
+            if self.busy_until <= now {
+                self.start_next(ch, q);
+            }
+            self.max_queue_bytes = self.max_queue_bytes.max(self.queue_bytes());
+            return true;
+        }
+        let done = self.busy_until.max(now) + self.tx_time(size);
+        self.busy_until = done;
+        self.bytes += size;
+        self.max_queue_bytes = self.max_queue_bytes.max(self.bytes);
+        let head = self.pipe.is_empty();
+        self.pipe.push_back(InPipe { done, pkt });
+        if head {
+            q.schedule_from(done, done + self.delay, Ev::Hop { ch });
+        }
+        true
+    }
+
+    /// Scheduled discipline, serialiser idle at `q.now`: starts serialising the packet the discipline
+    /// picks, or schedules a wake-up for when a shaper's bucket allows one.
+    pub(crate) fn start_next(&mut self, ch: u32, q: &mut EventQueue) {
+        let now = q.now;
+        if self.busy_until > now {
+            return; // serialising (a stale or duplicate wake-up)
+        }
+        let Some(s) = self.sched.as_mut() else {
+            return;
+        };
+        match s.pop(now) {
+            super::qdisc::Pop::Packet(pkt) => {
+                let size = pkt.size as u64;
+                let done = now + self.tx_time(size);
+                self.busy_until = done;
+                self.bytes += size;
+                let head = self.pipe.is_empty();
+                self.pipe.push_back(InPipe { done, pkt });
+                if head {
+                    q.schedule_from(done, done + self.delay, Ev::Hop { ch });
+                }
+                q.schedule(done, Ev::TxEnd { ch });
+            }
+            super::qdisc::Pop::WaitUntil(t) => {
+                if self.wait_at <= now || self.wait_at > t {
+                    self.wait_at = t;
+                    q.schedule(t, Ev::TxEnd { ch });
+                }
+            }
+            super::qdisc::Pop::Empty => {}
+        }
+    }
+
+    /// Host backpressure: schedules a [`Ev::NicRoom`] for when the queue's next packet has left, if
+    /// flows wait and none is scheduled.
+    pub(crate) fn schedule_wake(&mut self, ch: u32, q: &mut EventQueue) {
+        if self.wake_pending || self.waiters.is_empty() {
+            return;
+        }
+        if let Some(t) = self.next_departure() {
+            self.wake_pending = true;
+            q.schedule(t, Ev::NicRoom { ch });
+        }
+    }
+
+    /// When the next packet leaves the queue (for the NIC's waiters), if any is queued.
+    pub(crate) fn next_departure(&self) -> Option<u64> {
+        if let Some(head) = self.pipe.get(self.on_wire) {
+            return Some(head.done);
+        }
+        match &self.sched {
+            Some(s) if s.len() > 0 && self.wait_at > 0 => Some(self.wait_at),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Queue disciplines: variants of one queue in front of a channel's serialiser.
+//!
+//! - FIFO drop-tail (no [`Sched`]; the channel's own fast path, see [`super::channel`]);
+//! - [`Sched::Prio`]: N-level strict priority chosen by the packet's class (level `min(class, N-1)`,
+//!   level 0 first), each level its own drop-tail limit;
+//! - [`Sched::PerVm`]: one drop-tail queue per VM, served by a pluggable [`crate::host::Selector`]
+//!   (round-robin built in; SoftBW's fulfilment scheduler is another);
+//! - [`Sched::Shaper`]: the host egress stage's token-bucket rate limiters per class or per VM
+//!   ([`crate::host::shaper`]).
+//!
+//! Limits of a scheduled discipline count the waiting packets (the one being serialised has left the
+//! queue, as a Linux qdisc hands it to the NIC).
+use super::{Pkt, QKey};
+use crate::config::BufCfg;
+use crate::host::shaper::Shaper;
+use crate::host::PerVm;
+use std::collections::VecDeque;
+
+/// What a discipline yields when the serialiser is free.
+#[derive(Debug)]
+pub(crate) enum Pop {
+    /// Serialise this packet now.
+    Packet(Pkt),
+    /// Packets wait but none may leave before this time (a shaper's bucket refills then).
+    WaitUntil(u64),
+    /// Nothing queued.
+    Empty,
+}
+
+/// A drop-tail FIFO with a packet and a byte limit.
+#[derive(Debug, Clone, Default)]
+pub struct Fifo {
+    pkts: VecDeque<Pkt>,
+    bytes: u64,
+    limit_pkts: u64,
+    limit_bytes: u64,
+}
+
+impl Fifo {
+    /// An empty FIFO with the limit `buf`.
+    pub fn new(buf: BufCfg) -> Fifo {
+        let (limit_pkts, limit_bytes) = limits(buf);
+        Fifo {
+            pkts: VecDeque::new(),
+            bytes: 0,
+            limit_pkts,
+            limit_bytes,
+        }
+    }
+    /// Whether a packet of `size` bytes fits.
+    #[inline]
+    pub fn has_room(&self, size: u64) -> bool {
+        (self.pkts.len() as u64) < self.limit_pkts && self.bytes + size <= self.limit_bytes
+    }
+    /// Appends a packet (the caller checked the room).
+    #[inline]
+    pub fn push(&mut self, p: Pkt) {
+        self.bytes += p.size as u64;
+        self.pkts.push_back(p);
+    }
+    /// Removes the head packet.
+    #[inline]
+    pub fn pop(&mut self) -> Option<Pkt> {
+        let p = self.pkts.pop_front()?;
+        self.bytes -= p.size as u64;
+        Some(p)
+    }
+    /// Size of the head packet.
+    pub fn head_size(&self) -> Option<u64> {
+        self.pkts.front().map(|p| p.size as u64)
+    }
+    /// Waiting packets.
+    pub fn len(&self) -> usize {
+        self.pkts.len()
+    }
+    /// No packet waits.
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+    /// Waiting bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// (packet limit, byte limit) of a buffer description.
+pub(crate) fn limits(buf: BufCfg) -> (u64, u64) {
+    match buf {
+        BufCfg::Packets(n) => (n, u64::MAX),
+        BufCfg::Bytes(b) => (u64::MAX, b),
+    }
+}
+
+/// N-level strict priority: level 0 is always served first.
+#[derive(Debug, Clone)]
+pub struct Prio {
+    levels: Vec<Fifo>,
+}
+
+impl Prio {
+    /// Levels with these limits (level 0 = highest priority).
+    pub fn new(levels: &[BufCfg]) -> Prio {
+        Prio {
+            levels: levels.iter().map(|&b| Fifo::new(b)).collect(),
+        }
+    }
+    #[inline]
+    fn level(&self, key: QKey) -> usize {
+        (key.class as usize).min(self.levels.len() - 1)
+    }
+}
+
+/// A scheduled queue discipline (see the module doc).
+#[derive(Debug)]
+pub(crate) enum Sched {
+    /// Strict priority by class.
+    Prio(Prio),
+    /// Per-VM queues with a selector.
+    PerVm(PerVm),
+    /// Token-bucket shapers per class or per VM.
+    Shaper(Shaper),
+}
+
+impl Sched {
+    pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
+        match self {
+            Sched::Prio(p) => p.levels[p.level(key)].has_room(size),
+            Sched::PerVm(v) => v.has_room(size, key),
+            Sched::Shaper(s) => s.has_room(size, key),
+        }
+    }
+
+    pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
+        match self {
+            Sched::Prio(p) => {
+                let l = p.level(key);
+                p.levels[l].push(pkt)
+            }
+            Sched::PerVm(v) => v.push(pkt, key),
+            Sched::Shaper(s) => s.push(pkt, key),
+        }
+    }
+
+    pub(crate) fn pop(&mut self, now: u64) -> Pop {
+        match self {
+            Sched::Prio(p) => match p.levels.iter_mut().find_map(|l| l.pop()) {
+                Some(pkt) => Pop::Packet(pkt),
+                None => Pop::Empty,
+            },
+            Sched::PerVm(v) => v.pop(now),
+            Sched::Shaper(s) => s.pop(now),
+        }
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        match self {
+            Sched::Prio(p) => p.levels.iter().map(Fifo::bytes).sum(),
+            Sched::PerVm(v) => v.bytes(),
+            Sched::Shaper(s) => s.bytes(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Sched::Prio(p) => p.levels.iter().map(Fifo::len).sum(),
+            Sched::PerVm(v) => v.len(),
+            Sched::Shaper(s) => s.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::sack::SackOpt;
+
+    pub(crate) fn pkt(flow: u32, class: u8, size: u32) -> Pkt {
+        Pkt {
+            flow,
+            hop: 0,
+            is_ack: false,
+            class,
+            size,
+            seq: 0,
+            ts: 0,
+            sack: SackOpt::NONE,
+        }
+    }
+
+    fn key(class: u8) -> QKey {
+        QKey {
+            class,
+            vm: QKey::NO_VM,
+        }
+    }
+
+    #[test]
+    fn strict_priority_is_strict_and_limits_are_per_level() {
+        let mut s = Sched::Prio(Prio::new(&[BufCfg::Packets(3), BufCfg::Packets(2)]));
+        for i in 0..4 {
+            // Low priority first, class 7 maps to the last level.
+            let k = key(if i % 2 == 0 { 1 } else { 7 });
+            if s.has_room(1500, k) {
+                s.push(pkt(i, k.class, 1500), k);
+            }
+        }
+        assert_eq!(s.len(), 2, "the low level holds 2 packets");
+        assert!(!s.has_room(1500, key(1)));
+        for i in 10..13 {
+            assert!(s.has_room(1500, key(0)));
+            s.push(pkt(i, 0, 1500), key(0));
+        }
+        assert!(!s.has_room(1500, key(0)), "the high level holds 3 packets");
+        let order: Vec<u32> = std::iter::from_fn(|| match s.pop(0) {
+            Pop::Packet(p) => Some(p.flow),
+            _ => None,
+        })
+        .collect();
+        assert_eq!(order, vec![10, 11, 12, 0, 1]);
+        assert_eq!(s.bytes(), 0);
+    }
+}

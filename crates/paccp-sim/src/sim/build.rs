@@ -1,0 +1,412 @@
+//! Building a [`Simulation`] from a scenario: the engine's own checks of its invariants (errors name
+//! the field, in the words of the Python scenario schema where it has the same rule), the channels
+//! with their queue disciplines, the flows and the first events.
+use super::{Simulation, Vm};
+use crate::cc::Policy;
+use crate::config::{BufCfg, ChangeCfg, NodeKind, QdiscCfg, Scenario, ShapeByCfg};
+use crate::error::{EngineError, Result};
+use crate::event::{Ev, EventQueue};
+use crate::host::shaper::{Bucket, ShapeBy, Shaper};
+use crate::host::{PerVm, VmInfo};
+use crate::metrics::Sampler;
+use crate::net::channel::Channel;
+use crate::net::qdisc::{limits, Prio, Sched};
+use crate::net::NetStats;
+use crate::rng::stream;
+use crate::topo::{Network, Router};
+use crate::transport::{Flow, FlowInfo, Params};
+use crate::units::Ps;
+use crate::workload::{host_of, positive, ArrivalGen};
+use crate::Registry;
+use rand::RngCore;
+use std::collections::{HashMap, HashSet};
+
+/// Parameters of a new flow.
+pub(crate) struct NewFlow {
+    pub(crate) id: String,
+    pub(crate) label: String,
+    pub(crate) src: u32,
+    pub(crate) dst: u32,
+    pub(crate) size: Option<u64>,
+    pub(crate) start: u64,
+    pub(crate) theta: u64,
+    pub(crate) omega: f64,
+    pub(crate) vm: Option<u32>,
+    pub(crate) class: u8,
+    pub(crate) changes: Vec<ChangeCfg>,
+}
+
+fn nonzero(field: &str, v: u64) -> Result<()> {
+    if v == 0 {
+        return Err(EngineError::invalid(field, "must be > 0"));
+    }
+    Ok(())
+}
+
+fn check_buf(field: &str, b: &BufCfg) -> Result<()> {
+    match b {
+        BufCfg::Packets(0) | BufCfg::Bytes(0) => Err(EngineError::invalid(field, "must be > 0")),
+        _ => Ok(()),
+    }
+}
+
+/// The transport parameters, checked.
+fn params(sc: &Scenario) -> Result<Params> {
+    let p = &sc.packet;
+    if p.mtu_bytes <= p.header_bytes {
+        return Err(EngineError::invalid(
+            "packet.mtu_bytes",
+            "must be larger than packet.header_bytes",
+        ));
+    }
+    nonzero("packet.ack_bytes", p.ack_bytes)?;
+    if p.mtu_bytes > u32::MAX as u64 || p.ack_bytes > u32::MAX as u64 {
+        return Err(EngineError::invalid("packet.mtu_bytes", "is too large"));
+    }
+    let t = &sc.transport;
+    positive("transport.init_cwnd_pkts".into(), t.init_cwnd_pkts)?;
+    nonzero("transport.min_rto_ns", t.min_rto_ns)?;
+    nonzero("transport.initial_rto_ns", t.initial_rto_ns)?;
+    if t.max_rto_ns < t.min_rto_ns {
+        return Err(EngineError::invalid(
+            "transport.max_rto_ns",
+            "must be >= transport.min_rto_ns",
+        ));
+    }
+    if t.host_fq_pkts > 0 && !t.host_backpressure {
+        return Err(EngineError::invalid(
+            "transport.host_fq_pkts",
+            "needs transport.host_backpressure = true",
+        ));
+    }
+    if t.host_fq_pkts > 0 && !matches!(sc.queues.host, QdiscCfg::DropTail) {
+        return Err(EngineError::invalid(
+            "transport.host_fq_pkts",
+            "needs queues.host.kind = drop_tail",
+        ));
+    }
+    if t.dupack_threshold == 0 {
+        return Err(EngineError::invalid(
+            "transport.dupack_threshold",
+            "must be >= 1",
+        ));
+    }
+    if t.delayed_ack {
+        nonzero("transport.delayed_ack_timeout_ns", t.delayed_ack_timeout_ns)?;
+    }
+    Ok(Params {
+        mss: p.mtu_bytes - p.header_bytes,
+        header: p.header_bytes,
+        ack_bytes: p.ack_bytes,
+        init_cwnd: t.init_cwnd_pkts,
+        min_rto: Ps::from_ns(t.min_rto_ns).0,
+        initial_rto: Ps::from_ns(t.initial_rto_ns).0,
+        max_rto: Ps::from_ns(t.max_rto_ns).0,
+        delayed_ack: t.delayed_ack,
+        delack_timeout: Ps::from_ns(t.delayed_ack_timeout_ns).0,
+        dupthresh: t.dupack_threshold,
+        sack: t.sack,
+        backpressure: t.host_backpressure,
+        host_fq: t.host_fq_pkts,
+    })
+}
+
+/// A scheduled discipline made from a queue config (`None`: FIFO drop-tail).
+type SchedMaker = Box<dyn Fn(u32) -> Option<Box<Sched>>>;
+
+fn qdisc(
+    field: &str,
+    q: &QdiscCfg,
+    reg: &Registry,
+    vms: &[VmInfo],
+    vm_ids: &HashMap<String, u32>,
+) -> Result<SchedMaker> {
+    match q {
+        QdiscCfg::DropTail => Ok(Box::new(|_| None)),
+        QdiscCfg::StrictPriority { levels } => {
+            if levels.is_empty() || levels.len() > 256 {
+                return Err(EngineError::invalid(
+                    format!("{field}.levels"),
+                    "needs 1 to 256 levels",
+                ));
+            }
+            for (i, b) in levels.iter().enumerate() {
+                check_buf(&format!("{field}.levels[{i}]"), b)?;
+            }
+            let p = Prio::new(levels);
+            Ok(Box::new(move |_| Some(Box::new(Sched::Prio(p.clone())))))
+        }
+        QdiscCfg::PerVm { buffer, selector } => {
+            check_buf(&format!("{field}.buffer"), buffer)?;
+            let make = reg.selector_maker(&format!("{field}.selector"), selector, vms)?;
+            let buf = *buffer;
+            Ok(Box::new(move |host| {
+                Some(Box::new(Sched::PerVm(PerVm::new(buf, make(host)))))
+            }))
+        }
+        QdiscCfg::Shaper {
+            by,
+            buckets,
+            unshaped_buffer,
+            priority,
+        } => {
+            check_buf(&format!("{field}.unshaped_buffer"), unshaped_buffer)?;
+            let by = match by {
+                ShapeByCfg::Class => ShapeBy::Class,
+                ShapeByCfg::Vm => ShapeBy::Vm,
+            };
+            let mut made = Vec::new();
+            for (i, b) in buckets.iter().enumerate() {
+                let f = format!("{field}.buckets[{i}]");
+                nonzero(&format!("{f}.rate_bps"), b.rate_bps)?;
+                nonzero(&format!("{f}.burst_bytes"), b.burst_bytes)?;
+                check_buf(&format!("{f}.buffer"), &b.buffer)?;
+                let key = match (by, b.class, &b.vm) {
+                    (ShapeBy::Class, Some(c), None) => c as u32,
+                    (ShapeBy::Vm, None, Some(v)) => *vm_ids.get(v).ok_or_else(|| {
+                        EngineError::invalid(format!("{f}.vm"), format!("unknown vm '{v}'"))
+                    })?,
+                    _ => {
+                        return Err(EngineError::invalid(
+                            f,
+                            "needs exactly the key of `by` (class or vm)",
+                        ))
+                    }
+                };
+                made.push(Bucket::new(key, b.rate_bps, b.burst_bytes, b.buffer));
+            }
+            let s = Shaper::new(by, made, *unshaped_buffer, *priority);
+            Ok(Box::new(move |_| Some(Box::new(Sched::Shaper(s.clone())))))
+        }
+    }
+}
+
+impl Simulation {
+    /// Validates a scenario and builds the simulation with the built-in schemes.
+    pub fn new(sc: Scenario) -> Result<Simulation> {
+        Self::with_registry(sc, &Registry::default())
+    }
+
+    /// Validates a scenario and builds the simulation; `cc.kind` and selector kinds are looked up in
+    /// `reg`.
+    pub fn with_registry(sc: Scenario, reg: &Registry) -> Result<Simulation> {
+        nonzero("duration_ns", sc.duration_ns)?;
+        let p = params(&sc)?;
+        let cc = reg.cc_maker(&sc.cc)?;
+        nonzero("sampling.interval_ns", sc.sampling.interval_ns)?;
+        let net = Network::build(&sc.topology)?;
+        let router = Router::new(sc.routing, &net)?;
+        let hosts: Vec<u32> = (0..net.names.len() as u32)
+            .filter(|&n| net.kinds[n as usize] == NodeKind::Host)
+            .collect();
+        let mut vms = Vec::new();
+        let mut vm_info = Vec::new();
+        let mut vm_ids: HashMap<String, u32> = HashMap::new();
+        let mut vm_of_host = HashMap::new();
+        for (i, v) in sc.vms.iter().enumerate() {
+            let f = format!("vms[{i}]");
+            if vm_ids.insert(v.id.clone(), i as u32).is_some() {
+                return Err(EngineError::invalid(
+                    format!("{f}.id"),
+                    format!("duplicate vm id '{}'", v.id),
+                ));
+            }
+            let h = host_of(&net, &v.host, format!("{f}.host"))?;
+            positive(format!("{f}.omega"), v.omega)?;
+            vm_of_host.entry(h).or_insert(i as u32);
+            vms.push(Vm {
+                theta: v.theta_bps,
+                omega: v.omega,
+                label: v.label.clone(),
+                active: Vec::new(),
+            });
+            vm_info.push(VmInfo {
+                id: v.id.clone(),
+                host: h,
+                theta_bps: v.theta_bps,
+                omega: v.omega,
+            });
+        }
+        let host_q = qdisc("queues.host", &sc.queues.host, reg, &vm_info, &vm_ids)?;
+        let switch_q = qdisc("queues.switch", &sc.queues.switch, reg, &vm_info, &vm_ids)?;
+        let sizes = (sc.packet.mtu_bytes, sc.packet.ack_bytes);
+        let channels = net
+            .channels
+            .iter()
+            .map(|c| {
+                let from_host = net.kinds[c.from as usize] == NodeKind::Host;
+                let mut ch = Channel::new(c.rate, c.delay.0, limits(c.buffer), sizes);
+                ch.lossless = p.backpressure && from_host;
+                ch.sched = if from_host {
+                    host_q(c.from)
+                } else {
+                    switch_q(c.from)
+                };
+                ch
+            })
+            .collect();
+        let mut sim = Simulation {
+            duration: Ps::from_ns(sc.duration_ns).0,
+            p,
+            q: EventQueue::default(),
+            channels,
+            stats: NetStats::default(),
+            nic_turn: None,
+            finished: Vec::new(),
+            flows: Vec::new(),
+            cc,
+            net,
+            router,
+            ecmp: stream(sc.seed, "ecmp"),
+            vms,
+            vm_of_host,
+            vm_names: sc.vms.iter().map(|v| v.id.clone()).collect(),
+            gens: Vec::new(),
+            hosts,
+            sampler: Sampler::new(
+                Ps::from_ns(sc.sampling.interval_ns).0,
+                sc.sampling.flows,
+                sc.sampling.cwnd,
+            ),
+            ids: HashSet::new(),
+            events: 0,
+        };
+        for (i, fc) in sc.flows.iter().enumerate() {
+            let f = format!("flows[{i}]");
+            let src = host_of(&sim.net, &fc.src, format!("{f}.src"))?;
+            let dst = host_of(&sim.net, &fc.dst, format!("{f}.dst"))?;
+            if src == dst {
+                return Err(EngineError::invalid(
+                    format!("{f}.dst"),
+                    "must differ from src",
+                ));
+            }
+            if fc.size_bytes == Some(0) {
+                return Err(EngineError::invalid(
+                    format!("{f}.size_bytes"),
+                    "must be > 0 or null",
+                ));
+            }
+            positive(format!("{f}.omega"), fc.omega)?;
+            let vm = match &fc.vm {
+                None => None,
+                Some(v) => {
+                    let id = *vm_ids.get(v).ok_or_else(|| {
+                        EngineError::invalid(format!("{f}.vm"), format!("unknown vm '{v}'"))
+                    })?;
+                    if !fc.changes.is_empty() {
+                        return Err(EngineError::invalid(
+                            format!("{f}.changes"),
+                            "a VBP flow (vm set) has no changes",
+                        ));
+                    }
+                    Some(id)
+                }
+            };
+            let mut last = 0;
+            for (j, c) in fc.changes.iter().enumerate() {
+                positive(format!("{f}.changes[{j}].omega"), c.omega)?;
+                if c.at_ns < last {
+                    return Err(EngineError::invalid(
+                        format!("{f}.changes[{j}].at_ns"),
+                        "changes must be in time order",
+                    ));
+                }
+                last = c.at_ns;
+            }
+            let (theta, omega) = match vm {
+                Some(v) => (sim.vms[v as usize].theta, sim.vms[v as usize].omega),
+                None => (fc.theta_bps, fc.omega),
+            };
+            let nf = NewFlow {
+                id: fc.id.clone(),
+                label: fc.label.clone(),
+                src,
+                dst,
+                size: fc.size_bytes,
+                start: Ps::from_ns(fc.start_ns).0,
+                theta,
+                omega,
+                vm,
+                class: fc.class,
+                changes: fc.changes.clone(),
+            };
+            let idx = sim.add_flow(nf, &f)?;
+            sim.q
+                .schedule(Ps::from_ns(fc.start_ns).0, Ev::FlowStart { flow: idx });
+            for (j, c) in fc.changes.iter().enumerate() {
+                sim.q.schedule(
+                    Ps::from_ns(c.at_ns).0,
+                    Ev::Change {
+                        flow: idx,
+                        idx: j as u32,
+                    },
+                );
+            }
+        }
+        for (i, a) in sc.arrivals.iter().enumerate() {
+            let (g, first) =
+                ArrivalGen::new(i, a, sc.seed, &sim.net, &sc.topology, sim.hosts.len())?;
+            sim.gens.push(g);
+            if let Some(t) = first {
+                sim.q.schedule(t, Ev::Arrival { gen: i as u32 });
+            }
+        }
+        if sim.sampler.interval <= sim.duration {
+            let t = sim.sampler.interval;
+            sim.q.schedule(t, Ev::Sample);
+        }
+        Ok(sim)
+    }
+
+    /// Adds a flow (not started): its routes (ECMP hash from the `ecmp` stream), its controller.
+    pub(crate) fn add_flow(&mut self, nf: NewFlow, field: &str) -> Result<u32> {
+        if !self.ids.insert(nf.id.clone()) {
+            return Err(EngineError::invalid(
+                format!("{field}.id"),
+                format!("duplicate flow id '{}'", nf.id),
+            ));
+        }
+        let hash = self.ecmp.next_u64();
+        let no_path = || EngineError::invalid(field, "no path between its src and dst");
+        let route_data = self
+            .router
+            .route(&self.net, nf.src, nf.dst, hash)
+            .ok_or_else(no_path)?;
+        let route_ack = self
+            .router
+            .route(&self.net, nf.dst, nf.src, hash)
+            .ok_or_else(no_path)?;
+        if route_data.len() > u16::MAX as usize {
+            return Err(EngineError::invalid(field, "route too long"));
+        }
+        let idx = self.flows.len() as u32;
+        self.sampler.add_flow(idx, nf.size);
+        let nchanges = nf.changes.len();
+        let info = FlowInfo {
+            id: nf.id,
+            label: nf.label,
+            src: nf.src,
+            dst: nf.dst,
+            vm: nf.vm,
+            size: nf.size,
+            start: nf.start,
+            route_data,
+            route_ack,
+            theta0: nf.theta,
+            omega0: nf.omega,
+            changes: nf.changes,
+            change_acked: vec![0; nchanges],
+            started: false,
+            finished: None,
+        };
+        let policy = Policy {
+            theta_bps: nf.theta as f64,
+            omega: nf.omega,
+        };
+        let mut flow = Flow::new(info, policy, (self.cc)(), &self.p);
+        flow.snd.class = nf.class;
+        self.flows.push(flow);
+        Ok(idx)
+    }
+}

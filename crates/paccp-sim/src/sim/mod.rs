@@ -1,0 +1,384 @@
+//! The simulation: owns the event queue, the channels and the flows, runs the event loop and
+//! dispatches each event to its owner (a channel, a flow's sender or receiver, the arrivals, the
+//! sampler). Handlers reach the rest of the engine only through a [`crate::transport::Ctx`].
+//!
+//! One event per packet hop: a FIFO drop-tail channel fixes a packet's serialisation end when it
+//! accepts it, so only the arrival at the far end is an event, and each channel has at most one such
+//! event in the heap (its pipe's head). Packets are `Copy` structs held in the channels' pipes; a route
+//! is a slice of channel indices precomputed per flow.
+mod build;
+
+use crate::cc::{CcMaker, Policy};
+use crate::error::{EngineError, Result};
+use crate::event::{Entry, Ev, EventQueue};
+use crate::metrics::{output, OutputParts, Sampler};
+use crate::net::channel::Channel;
+use crate::net::{NetStats, Pkt};
+use crate::topo::{Network, Router};
+use crate::transport::{Ctx, Flow, Params};
+use crate::units::Ps;
+use crate::workload::{ArrivalGen, DrawnCos};
+use rand_pcg::Pcg64Mcg;
+use serde_json::Value;
+use std::collections::binary_heap::PeekMut;
+use std::collections::{HashMap, HashSet};
+
+pub(crate) use build::NewFlow;
+
+/// A VM with a VBP pair, split equally over its active flows.
+pub(crate) struct Vm {
+    pub(crate) theta: u64,
+    pub(crate) omega: f64,
+    pub(crate) label: String,
+    pub(crate) active: Vec<u32>,
+}
+
+/// Progress callback: `(sim_ns_done, sim_ns_total)`; an `Err` aborts the run.
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64) -> std::result::Result<(), String>;
+
+/// One simulation: owns everything; [`Simulation::run`] consumes it and returns the output JSON value.
+pub struct Simulation {
+    duration: u64,
+    p: Params,
+    q: EventQueue,
+    channels: Vec<Channel>,
+    stats: NetStats,
+    /// Host backpressure: the flow whose turn it is to put one segment into its NIC queue.
+    nic_turn: Option<u32>,
+    /// Flows finished by the handler being run (their VMs are re-split after it).
+    finished: Vec<u32>,
+    flows: Vec<Flow>,
+    cc: CcMaker,
+    net: Network,
+    router: Router,
+    ecmp: Pcg64Mcg,
+    vms: Vec<Vm>,
+    vm_of_host: HashMap<u32, u32>,
+    vm_names: Vec<String>,
+    gens: Vec<ArrivalGen>,
+    hosts: Vec<u32>,
+    sampler: Sampler,
+    ids: HashSet<String>,
+    events: u64,
+}
+
+/// Splits the simulation into the flows and the context their handlers see.
+macro_rules! ctx {
+    ($s:ident) => {
+        (
+            &mut $s.flows,
+            Ctx {
+                q: &mut $s.q,
+                channels: &mut $s.channels,
+                stats: &mut $s.stats,
+                p: &$s.p,
+                nic_turn: &mut $s.nic_turn,
+                finished: &mut $s.finished,
+            },
+        )
+    };
+}
+
+impl Simulation {
+    /// Runs to the end and returns the output (docs/engine-contract.md).
+    pub fn run(mut self, mut progress: Option<Progress<'_>>) -> Result<Value> {
+        let total_ns = self.duration / Ps::PER_NS;
+        let step = (self.duration / 100).max(1);
+        let mut next_report = step;
+        let mut last_t = 0;
+        loop {
+            let Some(mut top) = self.q.heap.peek_mut() else {
+                break;
+            };
+            let e = *top;
+            if e.t > self.duration {
+                break;
+            }
+            if e.t >= next_report {
+                if let Some(cb) = progress.as_mut() {
+                    cb(e.t / Ps::PER_NS, total_ns).map_err(EngineError::Aborted)?;
+                }
+                next_report = (e.t / step + 1) * step;
+            }
+            self.q.now = e.t;
+            self.q.cur_from = e.from;
+            last_t = e.t;
+            self.events += 1;
+            // The hot path: a hop whose channel has another packet in its pipe reuses the heap's top
+            // entry for that packet's arrival (one sift instead of a pop and a push). Same order and
+            // sequence numbers as a pop and a push.
+            if let Ev::Hop { ch } = e.ev {
+                let Some((pkt, next)) = self.channels[ch as usize].pop_head(e.t) else {
+                    PeekMut::pop(top);
+                    continue;
+                };
+                match next {
+                    Some((done, t)) => {
+                        self.q.seq += 1;
+                        *top = Entry {
+                            t,
+                            from: done,
+                            seq: self.q.seq,
+                            ev: e.ev,
+                        };
+                        drop(top);
+                    }
+                    None => {
+                        PeekMut::pop(top);
+                    }
+                }
+                self.arrive(pkt);
+            } else {
+                PeekMut::pop(top);
+                self.handle(e.ev);
+            }
+        }
+        // Serialisations that ended by the end of the run count as transmitted (and as processed
+        // instants, as their end events did when each was an event).
+        let end = self.duration;
+        for c in &mut self.channels {
+            last_t = last_t.max(c.advance(end));
+        }
+        if let Some(cb) = progress.as_mut() {
+            cb(total_ns, total_ns).map_err(EngineError::Aborted)?;
+        }
+        Ok(output(&OutputParts {
+            flows: &self.flows,
+            net: &self.net,
+            channels: &self.channels,
+            vm_names: &self.vm_names,
+            sampler: &self.sampler,
+            stats: &self.stats,
+            events: self.events,
+            mss: self.p.mss,
+            sim_end: last_t.min(self.duration),
+        }))
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            // `run` handles every hop in place on the heap's top entry; it never gets here.
+            Ev::Hop { .. } => unreachable!("hop events are handled by Simulation::run"),
+            Ev::TxEnd { ch } => {
+                let c = &mut self.channels[ch as usize];
+                if c.wait_at <= self.q.now {
+                    c.wait_at = 0;
+                }
+                c.advance(self.q.now);
+                c.start_next(ch, &mut self.q);
+                if !self.channels[ch as usize].waiters.is_empty() {
+                    self.serve_waiters(ch);
+                    self.channels[ch as usize].schedule_wake(ch, &mut self.q);
+                }
+            }
+            Ev::NicRoom { ch } => self.nic_room_freed(ch),
+            Ev::FqRoom { flow } => {
+                let (flows, mut cx) = ctx!(self);
+                let f = &mut flows[flow as usize];
+                f.snd.fq_wake = false;
+                if f.info.finished.is_none() {
+                    f.try_send(flow, &mut cx);
+                }
+            }
+            Ev::FlowStart { flow } => self.start_flow(flow),
+            Ev::Rto { flow } => {
+                let (flows, mut cx) = ctx!(self);
+                flows[flow as usize].rto_fire(flow, &mut cx);
+            }
+            Ev::DelAck { flow, gen } => {
+                let (flows, mut cx) = ctx!(self);
+                flows[flow as usize].delack_fire(flow, gen, &mut cx);
+            }
+            Ev::Sample => {
+                self.sampler.tick(&self.flows, self.p.mss);
+                let t = self.q.now + self.sampler.interval;
+                if t <= self.duration {
+                    self.q.schedule(t, Ev::Sample);
+                }
+            }
+            Ev::Change { flow, idx } => self.change(flow, idx),
+            Ev::Arrival { gen } => self.arrival(gen),
+        }
+        self.settle_finished();
+    }
+
+    /// A packet reached the far end of its channel: the next hop, or its flow's sender / receiver.
+    #[inline]
+    fn arrive(&mut self, mut pkt: Pkt) {
+        let f = &self.flows[pkt.flow as usize];
+        let route = if pkt.is_ack {
+            &f.info.route_ack
+        } else {
+            &f.info.route_data
+        };
+        let next = pkt.hop as usize + 1;
+        if next < route.len() {
+            let ch = route[next];
+            let key = f.qkey();
+            pkt.hop = next as u16;
+            self.channels[ch as usize].enqueue(ch, pkt, key, &mut self.q, &mut self.stats);
+            return;
+        }
+        self.stats.in_flight -= 1;
+        let (flows, mut cx) = ctx!(self);
+        let f = &mut flows[pkt.flow as usize];
+        if pkt.is_ack {
+            f.on_ack(pkt.flow, pkt, &mut cx);
+        } else {
+            f.on_data(pkt.flow, pkt, &mut cx);
+        }
+        self.settle_finished();
+    }
+
+    /// Host backpressure: the NIC queue of `ch` may have room again ([`Ev::NicRoom`]).
+    pub(crate) fn nic_room_freed(&mut self, ch: u32) {
+        self.channels[ch as usize].wake_pending = false;
+        self.serve_waiters(ch);
+        self.channels[ch as usize].schedule_wake(ch, &mut self.q);
+    }
+
+    /// Host backpressure: the waiters of NIC queue `ch` take turns, one segment each in the order they
+    /// started waiting, until the queue is full or nobody waits; a flow that wants to send more waits
+    /// again at the back. (Waking every waiter at once let the first one, a bulk flow blocked again at
+    /// once, take every freed slot and starve a flow that started later.) With a scheduled discipline
+    /// (per-class or per-VM queues) every waiter whose own queue has room gets its turn; the others
+    /// keep their place.
+    fn serve_waiters(&mut self, ch: u32) {
+        let now = self.q.now;
+        let size = self.p.mss + self.p.header;
+        self.channels[ch as usize].advance(now);
+        if self.channels[ch as usize].sched.is_some() {
+            let waiting: Vec<u32> = self.channels[ch as usize].waiters.drain(..).collect();
+            let mut keep = std::collections::VecDeque::new();
+            for fl in waiting {
+                if !self.channels[ch as usize].has_room(size, self.flows[fl as usize].qkey()) {
+                    keep.push_back(fl);
+                    continue;
+                }
+                self.take_turn(fl);
+            }
+            let c = &mut self.channels[ch as usize];
+            keep.extend(c.waiters.drain(..));
+            c.waiters = keep;
+        } else {
+            loop {
+                let c = &mut self.channels[ch as usize];
+                let Some(&fl) = c.waiters.front() else { break };
+                if !c.has_room(size, self.flows[fl as usize].qkey()) {
+                    break;
+                }
+                c.waiters.pop_front();
+                self.take_turn(fl);
+            }
+        }
+        self.settle_finished();
+    }
+
+    /// A waiting flow (already out of its NIC's waiters) puts one segment into its NIC queue.
+    fn take_turn(&mut self, fl: u32) {
+        let (flows, mut cx) = ctx!(self);
+        let f = &mut flows[fl as usize];
+        f.snd.blocked = false;
+        if f.info.finished.is_none() {
+            *cx.nic_turn = Some(fl);
+            f.try_send(fl, &mut cx);
+            *cx.nic_turn = None;
+        }
+    }
+
+    // ----- flow life, VBP, FBP -----
+
+    pub(crate) fn start_flow(&mut self, flow: u32) {
+        let f = &mut self.flows[flow as usize];
+        f.info.started = true;
+        if let Some(vm) = f.info.vm {
+            self.vms[vm as usize].active.push(flow);
+            self.resplit(vm);
+        }
+        let (flows, mut cx) = ctx!(self);
+        flows[flow as usize].try_send(flow, &mut cx);
+        self.settle_finished();
+    }
+
+    /// Updates the VMs of the flows that finished in the last handler.
+    fn settle_finished(&mut self) {
+        while let Some(flow) = self.finished.pop() {
+            self.finish_flow(flow);
+        }
+    }
+
+    pub(crate) fn finish_flow(&mut self, flow: u32) {
+        if let Some(vm) = self.flows[flow as usize].info.vm {
+            self.vms[vm as usize].active.retain(|&x| x != flow);
+            self.resplit(vm);
+        }
+    }
+
+    /// VBP: each active flow of the VM gets (theta / n, omega / n).
+    fn resplit(&mut self, vm: u32) {
+        let v = &self.vms[vm as usize];
+        let n = v.active.len().max(1) as f64;
+        let pair = Policy {
+            theta_bps: v.theta as f64 / n,
+            omega: v.omega / n,
+        };
+        for &fl in &v.active {
+            self.flows[fl as usize].policy = pair;
+        }
+    }
+
+    fn change(&mut self, flow: u32, idx: u32) {
+        let mss = self.p.mss;
+        let f = &mut self.flows[flow as usize];
+        let c = &f.info.changes[idx as usize];
+        f.policy = Policy {
+            theta_bps: c.theta_bps as f64,
+            omega: c.omega,
+        };
+        let acked = f.bytes_acked(mss);
+        f.info.change_acked[idx as usize] = acked;
+    }
+
+    fn arrival(&mut self, gi: u32) {
+        let now = self.q.now;
+        let d = self.gens[gi as usize].draw(now, &self.hosts, &self.net);
+        let (label, theta, omega, vm) = match d.cos {
+            DrawnCos::ByVm => match self.vm_of_host.get(&d.src) {
+                Some(&v) => {
+                    let vmr = &self.vms[v as usize];
+                    (vmr.label.clone(), vmr.theta, vmr.omega, Some(v))
+                }
+                None => ("BE".to_string(), 0, 1.0, None),
+            },
+            DrawnCos::Class {
+                label,
+                theta_bps,
+                omega,
+            } => (label, theta_bps, omega, None),
+        };
+        let nf = NewFlow {
+            id: d.id,
+            label,
+            src: d.src,
+            dst: d.dst,
+            size: Some(d.size),
+            start: now,
+            theta,
+            omega,
+            vm,
+            class: 0,
+            changes: Vec::new(),
+        };
+        // Routes exist for every host pair of a connected topology; a failure here is skipped silently
+        // only if the topology is disconnected, which the fixed flows would already have revealed.
+        if let Ok(idx) = self.add_flow(nf, "arrivals") {
+            self.start_flow(idx);
+        }
+        if let Some(t) = d.next {
+            self.q.schedule(t, Ev::Arrival { gen: gi });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

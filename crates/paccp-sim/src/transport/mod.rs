@@ -1,0 +1,276 @@
+//! The transport: a window-based TCP sender and receiver per flow (segment-numbered sequence space).
+//!
+//! - MSS = mtu - header; a finite flow of `size` bytes sends `ceil(size / MSS)` segments, the last one
+//!   shorter. The usable window is `max(1, floor(cwnd))` segments (plus the NewReno inflation in
+//!   recovery).
+//! - The receiver ([`receiver`]) sends cumulative ACKs (next expected segment) echoing the send time of
+//!   the segment that triggered them (like TCP timestamps), keeps out-of-order segments, and
+//!   acknowledges out-of-order or duplicate segments at once; with `delayed_ack` it acknowledges every
+//!   second in-order segment or on the timeout.
+//! - The sender ([`sender`]): fast retransmit after `dupack_threshold` duplicate ACKs, then NewReno
+//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675); RTO per RFC 6298 with
+//!   exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
+//!   ([`crate::cc`]).
+//!
+//! Handlers reach the rest of the engine only through a [`Ctx`]: the clock and the event queue, the
+//! channels (to inject a packet or wait for room in the NIC queue), the packet counters, and the list
+//! of flows that finished (the simulation then updates VBP splits).
+//!
+//! Extension point for multipath (docs/adding-a-scheme.md): a connection composes several [`Flow`]s as
+//! subflows (each its own route, mark and controller); the connection layer maps its byte stream onto
+//! the subflows' segments through a subflow scheduler and reorders at a connection-level receive
+//! buffer. A subflow's sender is unchanged; [`crate::cc::CcCtx::peers`] carries its siblings' windows
+//! to a coupled controller.
+pub(crate) mod receiver;
+pub(crate) mod sack_recovery;
+pub(crate) mod sender;
+
+use crate::cc::{AnyController, Policy, Window};
+use crate::config::ChangeCfg;
+use crate::event::{Ev, EventQueue};
+use crate::net::channel::Channel;
+use crate::net::{NetStats, Pkt, QKey};
+use crate::sack::{Ranges, MAX_BLOCKS};
+use std::collections::VecDeque;
+
+/// Transport parameters shared by every flow (times in ps).
+#[derive(Debug, Clone)]
+pub(crate) struct Params {
+    pub(crate) mss: u64,
+    pub(crate) header: u64,
+    pub(crate) ack_bytes: u64,
+    pub(crate) init_cwnd: f64,
+    pub(crate) min_rto: u64,
+    pub(crate) initial_rto: u64,
+    pub(crate) max_rto: u64,
+    pub(crate) delayed_ack: bool,
+    pub(crate) delack_timeout: u64,
+    pub(crate) dupthresh: u32,
+    pub(crate) sack: bool,
+    pub(crate) backpressure: bool,
+    pub(crate) host_fq: u32,
+}
+
+/// What a transport handler may do besides changing its own flow.
+pub(crate) struct Ctx<'a> {
+    pub(crate) q: &'a mut EventQueue,
+    pub(crate) channels: &'a mut [Channel],
+    pub(crate) stats: &'a mut NetStats,
+    pub(crate) p: &'a Params,
+    /// Host backpressure: the flow whose turn it is to put one segment into its NIC queue.
+    pub(crate) nic_turn: &'a mut Option<u32>,
+    /// Flows that finished during this handler (the simulation updates their VMs afterwards).
+    pub(crate) finished: &'a mut Vec<u32>,
+}
+
+impl Ctx<'_> {
+    /// The current time (ps).
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.q.now
+    }
+
+    /// Schedules an event at `t`.
+    #[inline]
+    pub(crate) fn schedule(&mut self, t: u64, ev: Ev) {
+        self.q.schedule(t, ev);
+    }
+
+    /// Hands a packet to its first channel (the host NIC); it may be dropped there.
+    #[inline]
+    pub(crate) fn inject(&mut self, pkt: Pkt, ch: u32, key: QKey) {
+        self.stats.packets_sent += 1;
+        self.stats.in_flight += 1;
+        self.stats.peak_in_flight = self.stats.peak_in_flight.max(self.stats.in_flight);
+        self.channels[ch as usize].enqueue(ch, pkt, key, self.q, self.stats);
+    }
+
+    /// Records that a flow finished.
+    #[inline]
+    pub(crate) fn finish(&mut self, flow: u32) {
+        self.finished.push(flow);
+    }
+}
+
+/// What a flow is (fixed at its creation, apart from `started` / `finished`).
+#[derive(Debug)]
+pub(crate) struct FlowInfo {
+    pub(crate) id: String,
+    pub(crate) label: String,
+    pub(crate) src: u32,
+    pub(crate) dst: u32,
+    pub(crate) vm: Option<u32>,
+    pub(crate) size: Option<u64>,
+    pub(crate) start: u64,
+    pub(crate) route_data: Vec<u32>,
+    pub(crate) route_ack: Vec<u32>,
+    /// Initial pair (before a VBP split), reported in the output.
+    pub(crate) theta0: u64,
+    pub(crate) omega0: f64,
+    pub(crate) changes: Vec<ChangeCfg>,
+    pub(crate) change_acked: Vec<u64>,
+    pub(crate) started: bool,
+    pub(crate) finished: Option<u64>,
+}
+
+/// RTT estimation (RFC 6298) and the retransmission timer.
+#[derive(Debug, Clone)]
+pub(crate) struct Rtt {
+    pub(crate) srtt_ns: f64,
+    pub(crate) rttvar_ns: f64,
+    pub(crate) has_rtt: bool,
+    pub(crate) rto: u64,
+    /// When the timer expires (0 = not armed).
+    pub(crate) rto_deadline: u64,
+    /// The time of the scheduled [`Ev::Rto`] (0 = none).
+    pub(crate) rto_event_at: u64,
+}
+
+impl Rtt {
+    /// The smoothed RTT (ns), if sampled.
+    #[inline]
+    pub(crate) fn srtt(&self) -> Option<f64> {
+        self.has_rtt.then_some(self.srtt_ns)
+    }
+}
+
+/// The sending side of a flow.
+#[derive(Debug)]
+pub(crate) struct Sender {
+    pub(crate) cc: AnyController,
+    pub(crate) win: Window,
+    /// Class / mark of its packets.
+    pub(crate) class: u8,
+    pub(crate) nsegs: u64,
+    pub(crate) last_payload: u32,
+    pub(crate) snd_una: u64,
+    pub(crate) snd_nxt: u64,
+    pub(crate) high_tx: u64,
+    pub(crate) dupacks: u32,
+    pub(crate) in_recovery: bool,
+    pub(crate) recover: u64,
+    pub(crate) inflate: u64,
+    /// SACK scoreboard: segments the receiver reported holding above `snd_una`.
+    pub(crate) sacked: Ranges,
+    /// SACK recovery: one past the highest segment retransmitted in this recovery (RFC 6675 HighRxt + 1).
+    pub(crate) rtx_ptr: u64,
+    /// SACK recovery: retransmissions not yet delivered, in sending order, with `snd_nxt` when sent.
+    pub(crate) rtx_marks: VecDeque<(u64, u64)>,
+    /// SACK recovery: retransmissions found lost, to be sent again first.
+    pub(crate) relost: VecDeque<u64>,
+    /// Waiting for room in its NIC queue (host backpressure).
+    pub(crate) blocked: bool,
+    /// Host fair queuing: serialisation ends of the flow's last data packets at its NIC (oldest first).
+    pub(crate) nic_done: VecDeque<u64>,
+    /// Host fair queuing: an [`Ev::FqRoom`] event is scheduled.
+    pub(crate) fq_wake: bool,
+    pub(crate) rtt: Rtt,
+    pub(crate) retransmits: u64,
+    pub(crate) timeouts: u64,
+}
+
+/// The receiving side of a flow.
+#[derive(Debug)]
+pub(crate) struct Receiver {
+    pub(crate) rcv_nxt: u64,
+    pub(crate) ooo: Ranges,
+    /// SACK: recently received out-of-order segments, most recent first, one per reported block
+    /// (`u64::MAX` = empty); the ACK's blocks are the blocks containing them (RFC 2018).
+    pub(crate) recent: [u64; MAX_BLOCKS],
+    /// Data segments that arrived when the receiver already had them.
+    pub(crate) spurious: u64,
+    pub(crate) delack_pending: u32,
+    pub(crate) delack_gen: u32,
+    pub(crate) delack_ts: u64,
+}
+
+/// One flow: what it is, its current policy, its sender and its receiver.
+#[derive(Debug)]
+pub(crate) struct Flow {
+    pub(crate) info: FlowInfo,
+    pub(crate) policy: Policy,
+    pub(crate) snd: Sender,
+    pub(crate) rcv: Receiver,
+}
+
+impl Flow {
+    /// A flow that has not started, with its controller.
+    pub(crate) fn new(info: FlowInfo, policy: Policy, cc: AnyController, p: &Params) -> Flow {
+        let (nsegs, last_payload) = match info.size {
+            None => (u64::MAX, p.mss as u32),
+            Some(s) => {
+                let n = s.div_ceil(p.mss);
+                (n, (s - (n - 1) * p.mss) as u32)
+            }
+        };
+        Flow {
+            info,
+            policy,
+            snd: Sender {
+                cc,
+                win: Window {
+                    cwnd: p.init_cwnd,
+                    ssthresh: f64::INFINITY,
+                },
+                class: 0,
+                nsegs,
+                last_payload,
+                snd_una: 0,
+                snd_nxt: 0,
+                high_tx: 0,
+                dupacks: 0,
+                in_recovery: false,
+                recover: 0,
+                inflate: 0,
+                sacked: Ranges::default(),
+                rtx_ptr: 0,
+                rtx_marks: VecDeque::new(),
+                relost: VecDeque::new(),
+                blocked: false,
+                nic_done: VecDeque::new(),
+                fq_wake: false,
+                rtt: Rtt {
+                    srtt_ns: 0.0,
+                    rttvar_ns: 0.0,
+                    has_rtt: false,
+                    rto: p.initial_rto,
+                    rto_deadline: 0,
+                    rto_event_at: 0,
+                },
+                retransmits: 0,
+                timeouts: 0,
+            },
+            rcv: Receiver {
+                rcv_nxt: 0,
+                ooo: Ranges::default(),
+                recent: [u64::MAX; MAX_BLOCKS],
+                spurious: 0,
+                delack_pending: 0,
+                delack_gen: 0,
+                delack_ts: 0,
+            },
+        }
+    }
+
+    /// Bytes cumulatively acknowledged.
+    pub(crate) fn bytes_acked(&self, mss: u64) -> u64 {
+        match self.info.size {
+            Some(s) if self.snd.snd_una >= self.snd.nsegs => s,
+            _ => self.snd.snd_una * mss,
+        }
+    }
+
+    /// The queue key of the flow's packets.
+    #[inline]
+    pub(crate) fn qkey(&self) -> QKey {
+        QKey {
+            class: self.snd.class,
+            vm: self.info.vm.unwrap_or(QKey::NO_VM),
+        }
+    }
+
+    /// The flow's Wmin in segments (0 before the first RTT sample).
+    pub(crate) fn wmin(&self, mss: u64) -> f64 {
+        self.policy.wmin(self.snd.rtt.srtt(), mss)
+    }
+}

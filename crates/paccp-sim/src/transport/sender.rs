@@ -1,0 +1,305 @@
+//! The TCP sender: sending within the window, the NIC gate (host backpressure, host fair queuing),
+//! ACK processing with NewReno recovery, and the retransmission timer.
+use super::{Ctx, Flow, Sender};
+use crate::cc::{CcCtx, Controller};
+use crate::event::Ev;
+use crate::net::Pkt;
+use crate::sack::SackOpt;
+
+impl Flow {
+    /// The controller's context at `now`.
+    #[inline]
+    pub(crate) fn cc_ctx(&self, now: u64, mss: u64) -> CcCtx<'static> {
+        CcCtx {
+            now_ps: now,
+            srtt_ns: self.snd.rtt.srtt(),
+            mss_bytes: mss,
+            policy: self.policy,
+            peers: &[],
+        }
+    }
+
+    /// Sends segment `seg` (new or again) into the flow's NIC queue.
+    pub(crate) fn send_segment(&mut self, idx: u32, seg: u64, cx: &mut Ctx<'_>) {
+        let key = self.qkey();
+        let ctx = self.cc_ctx(cx.now(), cx.p.mss);
+        let s = &mut self.snd;
+        s.cc.on_send(&mut s.win, seg, &ctx);
+        let payload = if seg + 1 == s.nsegs {
+            s.last_payload
+        } else {
+            cx.p.mss as u32
+        };
+        if seg < s.high_tx {
+            s.retransmits += 1;
+        } else {
+            s.high_tx = seg + 1;
+        }
+        let pkt = Pkt {
+            flow: idx,
+            hop: 0,
+            is_ack: false,
+            class: s.class,
+            size: payload + cx.p.header as u32,
+            seq: seg,
+            ts: cx.now(),
+            sack: SackOpt::NONE,
+        };
+        let ch = self.info.route_data[0];
+        cx.inject(pkt, ch, key);
+        let host_fq = cx.p.host_fq as usize;
+        if host_fq > 0 {
+            // The host NIC is a lossless FIFO under host fair queuing (validated), so the packet was
+            // accepted and its serialisation ends at the channel's `busy_until`.
+            let done = cx.channels[ch as usize].busy_until;
+            let s = &mut self.snd;
+            s.nic_done.push_back(done);
+            while s.nic_done.len() > host_fq {
+                s.nic_done.pop_front();
+            }
+        }
+    }
+
+    /// Host fair queuing: whether the flow holds fewer than `host_fq` packets in its NIC queue; if not,
+    /// an [`Ev::FqRoom`] is scheduled for when its oldest one has been serialised.
+    fn fq_room(&mut self, idx: u32, cx: &mut Ctx<'_>) -> bool {
+        let now = cx.now();
+        let s = &mut self.snd;
+        while s.nic_done.front().is_some_and(|&d| d <= now) {
+            s.nic_done.pop_front();
+        }
+        if s.nic_done.len() < cx.p.host_fq as usize {
+            return true;
+        }
+        if !s.fq_wake {
+            s.fq_wake = true;
+            let t = s.nic_done[0];
+            cx.schedule(t, Ev::FqRoom { flow: idx });
+        }
+        false
+    }
+
+    /// Whether the flow may put a segment into its NIC queue now. With host fair queuing, not while it
+    /// holds `host_fq` packets there. With host backpressure, only if the queue has room and no other
+    /// flow waits ahead of it (or it is the flow whose turn it is, see
+    /// [`crate::sim::Simulation::nic_room_freed`], which uses the turn up); otherwise the flow waits
+    /// at the back of the NIC's waiters.
+    pub(crate) fn nic_room(&mut self, idx: u32, cx: &mut Ctx<'_>) -> bool {
+        if cx.p.host_fq > 0 && !self.fq_room(idx, cx) {
+            return false;
+        }
+        if !cx.p.backpressure {
+            return true;
+        }
+        let size = cx.p.mss + cx.p.header;
+        let key = self.qkey();
+        let ch = self.info.route_data[0];
+        let c = &mut cx.channels[ch as usize];
+        c.advance_for(cx.q.now, cx.q.cur_from);
+        if c.has_room(size, key) {
+            if *cx.nic_turn == Some(idx) {
+                *cx.nic_turn = None;
+                return true;
+            }
+            // Per-class / per-VM queues: a flow whose own queue has room does not wait behind
+            // flows of other queues.
+            if c.waiters.is_empty() || c.sched.is_some() {
+                return true;
+            }
+        }
+        if !self.snd.blocked {
+            self.snd.blocked = true;
+            c.waiters.push_back(idx);
+        }
+        c.schedule_wake(ch, cx.q);
+        false
+    }
+
+    /// Sends what the window (and the NIC gate) allows; arms the timer if data is outstanding.
+    pub(crate) fn try_send(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        if cx.p.sack && self.snd.in_recovery {
+            self.try_send_sack_recovery(idx, cx);
+            self.arm_rto_if_idle(idx, cx);
+            return;
+        }
+        loop {
+            let s = &mut self.snd;
+            if cx.p.sack {
+                // After a timeout, go-back-N skips what the scoreboard says the receiver holds.
+                s.snd_nxt = s.sacked.next_gap(s.snd_nxt);
+            }
+            let wnd = (s.win.cwnd.floor().max(1.0) as u64).saturating_add(if s.in_recovery {
+                s.inflate
+            } else {
+                0
+            });
+            if s.snd_nxt >= s.nsegs || s.snd_nxt - s.snd_una >= wnd || !self.nic_room(idx, cx) {
+                break;
+            }
+            let seg = self.snd.snd_nxt;
+            self.snd.snd_nxt += 1;
+            self.send_segment(idx, seg, cx);
+        }
+        self.arm_rto_if_idle(idx, cx);
+    }
+
+    fn arm_rto_if_idle(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        let s = &self.snd;
+        if s.snd_nxt > s.snd_una && s.rtt.rto_deadline == 0 {
+            self.arm_rto(idx, cx);
+        }
+    }
+
+    /// (Re)starts the retransmission timer: it expires one RTO from now.
+    pub(crate) fn arm_rto(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        let r = &mut self.snd.rtt;
+        let d = cx.now() + r.rto;
+        r.rto_deadline = d;
+        if r.rto_event_at == 0 || r.rto_event_at > d {
+            r.rto_event_at = d;
+            cx.schedule(d, Ev::Rto { flow: idx });
+        }
+    }
+
+    /// The timer event: re-scheduled if the deadline moved, else a timeout (RFC 6298 section 5).
+    pub(crate) fn rto_fire(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        let now = cx.now();
+        let ctx = self.cc_ctx(now, cx.p.mss);
+        let s = &mut self.snd;
+        if s.rtt.rto_event_at != now {
+            return; // stale timer event
+        }
+        s.rtt.rto_event_at = 0;
+        if s.rtt.rto_deadline == 0 || self.info.finished.is_some() {
+            return;
+        }
+        if s.rtt.rto_deadline > now {
+            let d = s.rtt.rto_deadline;
+            s.rtt.rto_event_at = d;
+            cx.schedule(d, Ev::Rto { flow: idx });
+            return;
+        }
+        s.timeouts += 1;
+        s.cc.on_rto(&mut s.win, &ctx);
+        s.in_recovery = false;
+        s.inflate = 0;
+        s.dupacks = 0;
+        s.recover = s.high_tx;
+        s.snd_nxt = s.snd_una;
+        // The scoreboard is kept (the receiver never discards SACKed data), like Linux.
+        s.rtx_ptr = 0;
+        s.rtx_marks.clear();
+        s.relost.clear();
+        s.rtt.rto = (s.rtt.rto.saturating_mul(2)).min(cx.p.max_rto);
+        s.rtt.rto_deadline = 0;
+        self.try_send(idx, cx);
+    }
+
+    /// An ACK reached the sender.
+    pub(crate) fn on_ack(&mut self, idx: u32, pkt: Pkt, cx: &mut Ctx<'_>) {
+        if self.info.finished.is_some() {
+            return;
+        }
+        let now = cx.now();
+        let p = cx.p;
+        let sack = p.sack;
+        let ack = pkt.seq;
+        let s = &mut self.snd;
+        if sack {
+            for (a, b) in pkt.sack.blocks(ack) {
+                s.sacked.insert(a.max(s.snd_una), b.min(s.high_tx));
+            }
+        }
+        if ack > s.snd_una {
+            let newly = ack - s.snd_una;
+            s.snd_una = ack;
+            if sack {
+                s.sacked.trim_below(ack);
+            }
+            if s.snd_nxt < ack {
+                s.snd_nxt = ack;
+            }
+            rtt_sample(s, (now - pkt.ts) as f64 / 1000.0, p.min_rto, p.max_rto);
+            let mut retransmit = false;
+            if s.in_recovery {
+                if ack >= s.recover {
+                    s.in_recovery = false;
+                    s.inflate = 0;
+                    s.win.cwnd = s.win.ssthresh;
+                } else if !sack {
+                    s.inflate = s.inflate.saturating_sub(newly) + 1;
+                    retransmit = true;
+                }
+            } else {
+                let ctx = self.cc_ctx(now, p.mss);
+                let s = &mut self.snd;
+                s.cc.on_ack(&mut s.win, newly, &ctx);
+            }
+            let s = &mut self.snd;
+            s.dupacks = 0;
+            if s.snd_una >= s.nsegs {
+                self.info.finished = Some(now);
+                s.rtt.rto_deadline = 0;
+                cx.finish(idx);
+                return;
+            }
+            if s.snd_nxt > s.snd_una {
+                self.arm_rto(idx, cx);
+            } else {
+                s.rtt.rto_deadline = 0;
+            }
+            if retransmit {
+                let u = self.snd.snd_una;
+                self.send_segment(idx, u, cx);
+            }
+            if sack && self.sack_should_recover(p.dupthresh) {
+                self.enter_sack_recovery(idx, cx);
+                return;
+            }
+            if sack && self.snd.in_recovery {
+                self.snd.sack_detect_lost_rtx(p.dupthresh);
+            }
+            self.try_send(idx, cx);
+        } else if ack == s.snd_una && s.snd_nxt > s.snd_una {
+            s.dupacks += 1;
+            if sack {
+                if s.in_recovery {
+                    s.sack_detect_lost_rtx(p.dupthresh);
+                    self.try_send(idx, cx);
+                } else if self.sack_should_recover(p.dupthresh) {
+                    self.enter_sack_recovery(idx, cx);
+                }
+            } else if s.in_recovery {
+                s.inflate += 1;
+                self.try_send(idx, cx);
+            } else if s.dupacks == p.dupthresh && s.snd_una >= s.recover {
+                let ctx = self.cc_ctx(now, p.mss);
+                let s = &mut self.snd;
+                s.cc.on_loss(&mut s.win, &ctx);
+                s.recover = s.high_tx;
+                s.in_recovery = true;
+                s.inflate = p.dupthresh as u64;
+                let u = s.snd_una;
+                s.rtx_ptr = u + 1;
+                self.send_segment(idx, u, cx);
+                self.arm_rto(idx, cx);
+                self.try_send(idx, cx);
+            }
+        }
+    }
+}
+
+/// RTT sample `r_ns` (RFC 6298) from an echoed send time; updates srtt, rttvar and the RTO.
+fn rtt_sample(s: &mut Sender, r: f64, min_rto: u64, max_rto: u64) {
+    let t = &mut s.rtt;
+    if t.has_rtt {
+        t.rttvar_ns = 0.75 * t.rttvar_ns + 0.25 * (t.srtt_ns - r).abs();
+        t.srtt_ns = 0.875 * t.srtt_ns + 0.125 * r;
+    } else {
+        t.srtt_ns = r;
+        t.rttvar_ns = r / 2.0;
+        t.has_rtt = true;
+    }
+    let rto_ps = ((t.srtt_ns + 4.0 * t.rttvar_ns) * 1000.0) as u64;
+    t.rto = rto_ps.clamp(min_rto, max_rto);
+}

@@ -1,0 +1,593 @@
+"""MPTCP BG/WC testbeds (paper's Fig. 11 topology, scaled): S_i -> sw1 =(shared link)=> sw2 -> R_i.
+
+Every server S_i is a namespace and a cgroup (its VM) with two addresses on one veth: 10.71.i.2 (its BG
+address, the connection's first subflow) and 10.72.i.2 (a ``subflow`` MPTCP endpoint: the in-kernel path
+manager opens the WC subflow from it). ``bpf/bgwc.bpf.c`` marks each subflow by its source address and
+gives WC subflows the (A_l/K)^2 congestion control. S_i's egress limits BG to its guarantee (htb); every
+switch egress (sw1 -> sw2, sw2 -> R_i) serves BG strictly before WC (:mod:`paccp.datapath.prio`). The
+senders are MPTCP sockets (``IPPROTO_MPTCP``) writing as fast as they can; throughput per class is read from
+the htb class counters of each server's egress over the measured window (bytes sent, retransmissions
+included).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paccp.datapath import mptcp, prio
+from paccp.datapath.drive import CpuMeter, judge
+from paccp.datapath.testbed import Net, testbed
+from paccp.errors import EnvironmentUnsupported, UserError
+
+PORT = 5400
+WARMUP_S = 2.0  # seconds before the measured window
+# (WC pacing divisor, BG pacing boost, WC TCP_NOTSENT_LOWAT bytes): see bpf/bgwc.bpf.c. Measured at
+# 100 Mbit/s (README): without them (1, 1, 0) the kernel's scheduler parks MBs on the WC subflows and the BG
+# subflows fall to 0.65-0.90 of their guarantees; BG-only connections hold 0.986.
+TUNING = (1, 10, 32768)
+KERNEL_DEFAULT = (1, 1, 0)
+RCV_RMEM = ""
+U_PAPER_BPS = 75_000_000  # the paper's bandwidth unit U: A_l = B_g / U
+PAPER_RATE_BPS = 1_000_000_000
+
+SINK = """
+import socket, sys, threading
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", int(sys.argv[1]))); srv.listen(64)
+def drain(c):
+    while c.recv(1 << 18):
+        pass
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
+"""
+
+SENDER = """
+import socket, sys, threading, time
+dst, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+start, stop = float(sys.argv[4]), float(sys.argv[5])
+time.sleep(max(0.0, start))
+end = time.monotonic() + stop - start
+buf = b"x" * 65536
+def run():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+    s.connect((dst, port))
+    s.settimeout(0.5)
+    while time.monotonic() < end:
+        try:
+            s.send(buf)
+        except TimeoutError:
+            pass
+    s.close()
+ts = [threading.Thread(target=run) for _ in range(n)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+"""
+
+
+@dataclass
+class Server:
+    """One sending server (VM): guarantee, WC competition level, connections, active window (s)."""
+
+    name: str
+    guarantee_bps: int
+    a_l: int = 1
+    conns: int = 1
+    start_s: float = 0.0
+    stop_s: float | None = None  # None: until the end
+    wc: bool = True  # False: no WC subflow (no subflow endpoint): BG-only
+    off: tuple[float, float] | None = None  # stopped from off[0] to off[1] s (a new connection after)
+
+
+@dataclass
+class Result:
+    """Per-server BG and WC rates (bit/s) over the window, shared-link utilisation, CPU, verdict."""
+
+    bg_bps: dict[str, float] = field(default_factory=dict)  # goodput (bytes acked) of BG subflows
+    wc_bps: dict[str, float] = field(default_factory=dict)  # goodput of WC subflows
+    bg_sent_bps: dict[str, float] = field(default_factory=dict)  # bytes the VM's BG class sent (htb)
+    wc_sent_bps: dict[str, float] = field(default_factory=dict)  # incl. retransmissions
+    link_bps: float = 0.0
+    link_bg_bps: float = 0.0
+    link_wc_bps: float = 0.0
+    cpu_busy: float | None = None
+    subflows: dict[str, int] = field(default_factory=dict)
+    vm_policy: dict[str, dict[str, Any]] = field(default_factory=dict)  # A_l, K, live WC subflows
+
+
+def _queue(rate_bps: int) -> int:
+    return max(32 * 1514, rate_bps // 8 // 1000 * 2)  # 2 ms, at least 32 packets
+
+
+def build(net: Net, servers: list[Server], rate_bps: int, policy: bool) -> dict[str, Path]:
+    """Namespaces, addresses, MPTCP endpoints, tc and BPF classification; returns each server's cgroup."""
+    q = _queue(rate_bps)
+    bg, wc = mptcp.TOS["bg"], mptcp.TOS["wc"]
+    net.add_node("sw1", router=True)
+    net.add_node("sw2", router=True)
+    up, _down = net.link("sw1", "10.90.0.1/30", "sw2", "10.90.0.2/30")
+    prio.strict_priority_port(net, "sw1", up, rate_bps, q, bg, wc)
+    net.ip("sw1", "route", "add", "10.80.0.0/16", "via", "10.90.0.2")
+    for sub in ("10.71.0.0/16", "10.72.0.0/16"):
+        net.ip("sw2", "route", "add", sub, "via", "10.90.0.1")
+    cgs: dict[str, Path] = {}
+    for i, s in enumerate(servers, start=1):
+        sname, rname = s.name, f"r{i}"
+        net.add_node(sname)
+        net.add_node(rname)
+        se, _sw = net.link(sname, f"10.71.{i}.2/24", "sw1", f"10.71.{i}.1/24")
+        net.ip(sname, "addr", "add", f"10.72.{i}.2/24", "dev", se)
+        net.ip("sw1", "addr", "add", f"10.72.{i}.1/24", "dev", _sw)
+        net.ip(sname, "route", "add", "default", "via", f"10.71.{i}.1")
+        _d, _re = net.link("sw2", f"10.80.{i}.1/24", rname, f"10.80.{i}.2/24")
+        net.ip(rname, "route", "add", "default", "via", f"10.80.{i}.1")
+        prio.strict_priority_port(net, "sw2", _d, rate_bps, q, bg, wc)
+        prio.vm_port(net, sname, se, rate_bps, s.guarantee_bps, 4 * q, bg, wc)
+        net.ip(sname, "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "0")
+        if s.wc:
+            net.ip(sname, "mptcp", "endpoint", "add", f"10.72.{i}.2", "dev", se, "subflow")
+        net.ip(rname, "mptcp", "limits", "set", "subflows", "8", "add_addr_accepted", "0")
+        if RCV_RMEM:
+            net.exec(rname, "sysctl", "-qw", f"net.ipv4.tcp_rmem={RCV_RMEM}")
+        mptcp.addr_set(f"10.71.{i}.2", "bg")
+        mptcp.addr_set(f"10.72.{i}.2", "wc")
+        cgs[sname] = net.cgroup(sname)
+        mptcp.vm_set(str(cgs[sname]), s.a_l, 0, policy)
+    return cgs
+
+
+def _subflows(net: Net, node: str) -> dict[str, tuple[str, int]]:
+    """Established subflows of ``node`` to the sink: socket -> (class by local address, bytes acked)."""
+    res = net.exec(node, "ss", "-tniH", "state", "established", f"dport = :{PORT}", check=False)
+    out: dict[str, tuple[str, int]] = {}
+    key = cls = ""
+    for line in res.stdout.splitlines():
+        if not line.startswith(("\t", " ")):
+            parts = line.split()
+            if len(parts) >= 4:
+                key = f"{parts[-2]}>{parts[-1]}"
+                cls = "wc" if parts[-2].startswith("10.72.") else "bg"
+            continue
+        m = re.search(r"bytes_acked:(\d+)", line)
+        if key:
+            out[key] = (cls, int(m.group(1)) if m else 0)
+            key = ""
+    return out
+
+
+def _goodput(a: dict[str, tuple[str, int]], b: dict[str, tuple[str, int]], dt: float) -> dict[str, float]:
+    """Bytes acked per class between two snapshots (subflows born in between count from 0), in bit/s."""
+    out = {"bg": 0.0, "wc": 0.0}
+    for k, (cls, acked) in b.items():
+        out[cls] += (acked - a.get(k, (cls, 0))[1]) * 8 / dt
+    return out
+
+
+def run(
+    servers: list[Server],
+    rate_bps: int,
+    duration_s: float,
+    policy: bool = True,
+    omit_s: float | None = None,
+    tuning: tuple[int, int, int] | None = None,
+) -> Result:
+    """Run the servers' MPTCP connections for ``omit_s + duration_s`` and measure the last ``duration_s``.
+
+    ``tuning``: (WC pacing divisor, BG pacing boost, WC notsent low-water mark), see :data:`TUNING`.
+    """
+    if rate_bps <= 0 or duration_s <= 0:
+        raise UserError("rate and duration must be > 0")
+    omit = WARMUP_S if omit_s is None else omit_s
+    return run_windows(servers, rate_bps, [(omit, omit + duration_s)], policy, tuning)[0]
+
+
+@dataclass
+class _Snap:
+    classes: dict[str, dict[str, int]]
+    link: dict[str, int]
+    subflows: dict[str, tuple[dict[str, tuple[str, int]], float]]
+    t: float
+
+
+def _snap(net: Net, names: list[str]) -> _Snap:
+    t = time.monotonic()
+    classes = {n: prio.class_bytes(net, n, "e0") for n in names}
+    link = prio.class_bytes(net, "sw1", "e0")
+    subflows = {n: (_subflows(net, n), time.monotonic()) for n in names}
+    return _Snap(classes, link, subflows, t)
+
+
+def _result(a: _Snap, b: _Snap, cpu: float | None) -> Result:
+    res = Result(cpu_busy=cpu)
+    dt = b.t - a.t
+    for n in a.classes:
+        g = _goodput(a.subflows[n][0], b.subflows[n][0], b.subflows[n][1] - a.subflows[n][1])
+        res.bg_bps[n], res.wc_bps[n] = g["bg"], g["wc"]
+        res.bg_sent_bps[n] = (b.classes[n].get(prio.HIGH, 0) - a.classes[n].get(prio.HIGH, 0)) * 8 / dt
+        res.wc_sent_bps[n] = (b.classes[n].get(prio.LOW, 0) - a.classes[n].get(prio.LOW, 0)) * 8 / dt
+    res.link_bg_bps = (b.link.get(prio.HIGH, 0) - a.link.get(prio.HIGH, 0)) * 8 / dt
+    res.link_wc_bps = (b.link.get(prio.LOW, 0) - a.link.get(prio.LOW, 0)) * 8 / dt
+    res.link_bps = (b.link.get("1:1", 0) - a.link.get("1:1", 0)) * 8 / dt
+    res.subflows = {n: len(v[0]) for n, v in b.subflows.items()}  # at the window's end
+    return res
+
+
+def run_windows(
+    servers: list[Server],
+    rate_bps: int,
+    windows: list[tuple[float, float]],
+    policy: bool = True,
+    tuning: tuple[int, int, int] | None = None,
+) -> list[Result]:
+    """Run the servers and measure each window (seconds after the senders start, in order)."""
+    if rate_bps <= 0 or not windows or any(not 0 <= a < b for a, b in windows):
+        raise UserError("rate must be > 0 and windows (start, end) with 0 <= start < end")
+    mptcp.load()
+    mptcp.set_tuning(*(TUNING if tuning is None else tuning))
+    total = max(b for _a, b in windows)
+    out: list[Result] = []
+    with testbed() as net:
+        try:
+            cgs = build(net, servers, rate_bps, policy)
+            for i, _s in enumerate(servers, start=1):
+                net.spawn(f"r{i}", ["python3", "-c", SINK, str(PORT)])
+            time.sleep(0.5)
+            for i, s in enumerate(servers, start=1):
+                spans = [(s.start_s, total + 0.5 if s.stop_s is None else s.stop_s)]
+                if s.off is not None:  # off for a while, then a new connection
+                    spans = [(spans[0][0], s.off[0]), (s.off[1], spans[0][1])]
+                for start, stop in spans:
+                    cmd = [SENDER, f"10.80.{i}.2", str(PORT), str(s.conns), str(start), str(stop)]
+                    net.spawn(s.name, ["python3", "-c", *cmd], cgroup=cgs[s.name])
+            t_start = time.monotonic()
+            names = [s.name for s in servers]
+            for a, b in windows:
+                time.sleep(max(0.0, t_start + a - time.monotonic()))
+                cpu = CpuMeter()
+                cpu.start()
+                first = _snap(net, names)
+                time.sleep(max(0.0, t_start + b - time.monotonic()))
+                last = _snap(net, names)
+                res = _result(first, last, cpu.stop())
+                res.vm_policy = {v["cgroup"].rsplit("/", 1)[-1]: v for v in mptcp.status().get("vms", [])}
+                out.append(res)
+        finally:
+            for i, _s in enumerate(servers, start=1):
+                mptcp.addr_clear(f"10.71.{i}.2")
+                mptcp.addr_clear(f"10.72.{i}.2")
+            net.cleanup()
+            mptcp.reap()
+    return out
+
+
+def scaled(paper_bps: float, rate_bps: int) -> int:
+    """A paper rate (on its 1 Gbit/s testbed) scaled to this testbed's link rate."""
+    return round(paper_bps * rate_bps / PAPER_RATE_BPS)
+
+
+def a_level(guarantee_paper_bps: int) -> int:
+    """The paper's A_l = B_g / U with U = 75 Mbit/s, rounded to an integer >= 1 (400 -> 5, 100 -> 1)."""
+    return max(1, round(guarantee_paper_bps / U_PAPER_BPS))
+
+
+def _mbps(x: float) -> float:
+    return round(x / 1e6, 2)
+
+
+def _write(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def _driven(res: Result, rate_bps: int, demand_bps: float) -> dict[str, Any]:
+    """Link verdict: a shared link whose senders demand more than it carries should be >= 0.85 busy."""
+    util = res.link_bps / rate_bps
+    v = judge({"shared": util} if demand_bps >= rate_bps else {"shared": 1.0}, res.cpu_busy,
+              f"the {rate_bps / 1e6:g} Mbit/s shared link")  # fmt: skip
+    return {"utilisation": round(util, 3), "cpu_busy": res.cpu_busy, "driven": v.driven, "line": v.line}
+
+
+# --- experiments ----------------------------------------------------------------------------------------
+
+PAPER_BG_MBPS = (350, 250, 200, 100)
+
+
+def exp_prio(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
+    """Strictness of the htb priority: two BG-only senders wanting the whole link each vs a WC sender."""
+    servers = [
+        # s3 opens its connection and WC subflow first: a join SYN marked WC could wait behind BG
+        Server("s1", rate_bps, 1, wc=False, start_s=0.5),
+        Server("s2", rate_bps, 1, wc=False, start_s=0.5),
+        Server("s3", 8000, 1),
+    ]
+    # measure once the BG senders (started 0.5 s late) have had 2 s to fill the link
+    res = run(servers, rate_bps, duration_s, omit_s=max(WARMUP_S, 2.5))
+    wc_share = res.link_wc_bps / max(1.0, res.link_bps)
+    return _write(
+        out,
+        {
+            "experiment": "mptcp-prio",
+            "rate_bps": rate_bps,
+            "link": _driven(res, rate_bps, 2 * rate_bps),
+            "link_bg_mbps": _mbps(res.link_bg_bps),
+            "link_wc_mbps": _mbps(res.link_wc_bps),
+            "wc_goodput_mbps": _mbps(res.wc_bps["s3"]),
+            "subflows": res.subflows,
+            "checks": [
+                {
+                    "statement": "BG strictly before WC at the switch: WC below 5 % of the link while BG "
+                    "demands twice the link",
+                    "paper": "strict priority queues in the switches",
+                    "ours": f"WC {wc_share:.3f} of the link",
+                    "holds": wc_share < 0.05,
+                }
+            ],
+        },
+    )
+
+
+def _bg_rows(servers: list[Server], res: Result) -> list[dict[str, Any]]:
+    return [
+        {"server": s.name, "guarantee_mbps": _mbps(s.guarantee_bps), "bg_mbps": _mbps(res.bg_bps[s.name]),
+         "bg_over_guarantee": round(res.bg_bps[s.name] / s.guarantee_bps, 3),
+         "wc_mbps": _mbps(res.wc_bps[s.name]),
+         "total_mbps": _mbps(res.bg_bps[s.name] + res.wc_bps[s.name]), "a_l": s.a_l}
+        for s in servers
+    ]  # fmt: skip
+
+
+def exp_bg(rate_bps: int, duration_s: float, out: Path, references: bool = True) -> dict[str, Any]:
+    """Fig. 12: S1-S4 guaranteed 350/250/200/100 (scaled), one connection each; BG at its guarantee.
+
+    With ``references`` the same run is repeated with the kernel's scheduler untuned and with BG-only
+    connections (no WC subflow): what the default scheduler does to BG, measured.
+    """
+
+    def servers(wc: bool = True) -> list[Server]:
+        return [
+            Server(f"s{i}", scaled(g * 1e6, rate_bps), a_level(g * 1_000_000), wc=wc)
+            for i, g in enumerate(PAPER_BG_MBPS, 1)
+        ]
+
+    main = servers()
+    res = run(main, rate_bps, duration_s)
+    checks = []
+    spare = rate_bps - sum(s.guarantee_bps for s in main)
+    for s in main:
+        bg = res.bg_bps[s.name]
+        checks.append(
+            {
+                "statement": f"{s.name}'s BG subflow within 10 % of its guarantee",
+                "paper": "BG subflows at their guarantees (Fig. 12a)",
+                "ours": f"{bg / s.guarantee_bps:.3f} of {_mbps(s.guarantee_bps)} Mb/s",
+                "holds": abs(bg / s.guarantee_bps - 1) <= 0.10,
+            }
+        )
+    wc_total = sum(res.wc_bps.values())
+    checks.append(
+        {
+            "statement": "the spare capacity is taken by WC subflows (WC total >= 0.7 x spare)",
+            "paper": "totals slightly above guarantees (Fig. 12b)",
+            "ours": f"WC {_mbps(wc_total)} Mb/s of {_mbps(spare)} spare; "
+            f"link {res.link_bps / rate_bps:.3f} busy",
+            "holds": wc_total >= 0.7 * spare,
+        }
+    )
+    summary: dict[str, Any] = {
+        "experiment": "mptcp-bg",
+        "rate_bps": rate_bps,
+        "paper_scaled_by": f"{rate_bps / PAPER_RATE_BPS:g}",
+        "tuning": {"wc_pace_div": TUNING[0], "bg_boost": TUNING[1], "wc_notsent_lowat": TUNING[2]},
+        "link": _driven(res, rate_bps, 2 * rate_bps),
+        "servers": _bg_rows(main, res),
+        "subflows": res.subflows,
+    }
+    if references:
+        untuned = run(servers(), rate_bps, duration_s, tuning=KERNEL_DEFAULT)
+        only = servers(wc=False)
+        bg_only = run(only, rate_bps, duration_s)
+        summary["kernel_scheduler_untuned"] = _bg_rows(main, untuned)
+        summary["bg_only"] = _bg_rows(only, bg_only)
+        worst = {
+            "tuned": min(r["bg_over_guarantee"] for r in summary["servers"]),
+            "untuned": min(r["bg_over_guarantee"] for r in summary["kernel_scheduler_untuned"]),
+            "bg_only": min(r["bg_over_guarantee"] for r in summary["bg_only"]),
+        }
+        summary["worst_bg_over_guarantee"] = worst
+        checks.append(
+            {
+                "statement": "the kernel's default scheduler is not BG-first: untuned, BG falls further "
+                "below its guarantee than with BG-only connections",
+                "paper": "LeastRTT: BG below its guarantee until the scheduler shifts (Figs 4-5)",
+                "ours": f"worst BG/guarantee untuned {worst['untuned']:.3f}, tuned {worst['tuned']:.3f}, "
+                f"BG-only {worst['bg_only']:.3f}",
+                "holds": worst["untuned"] < worst["bg_only"],
+            }
+        )
+    summary["checks"] = checks
+    return _write(out, summary)
+
+
+def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
+    """Fig. 13: as mptcp-bg, S2 stops for a while: the others' WC takes its share, their BG stays, S2
+    regains its guarantee. Three windows of ``duration_s``: before, during and after S2's pause."""
+    w = duration_s
+    off = (WARMUP_S + w, WARMUP_S + 2 * w + 1.0)
+    servers = [
+        Server(f"s{i}", scaled(g * 1e6, rate_bps), a_level(g * 1_000_000), off=off if i == 2 else None)
+        for i, g in enumerate(PAPER_BG_MBPS, 1)
+    ]
+    windows = [(WARMUP_S, off[0]), (off[0] + 1.0, off[1]), (off[1] + WARMUP_S, off[1] + WARMUP_S + w)]
+    before, during, after = run_windows(servers, rate_bps, windows)
+    others = ["s1", "s3", "s4"]
+    s2_before = before.bg_bps["s2"] + before.wc_bps["s2"]
+    wc_gain = sum(during.wc_bps[n] - before.wc_bps[n] for n in others)
+    bg_shift = max(abs(during.bg_bps[n] / before.bg_bps[n] - 1) for n in others if before.bg_bps[n] > 0)
+    g2 = servers[1].guarantee_bps
+
+    def phase(r: Result) -> dict[str, Any]:
+        return {
+            "bg_mbps": {k: _mbps(v) for k, v in r.bg_bps.items()},
+            "wc_mbps": {k: _mbps(v) for k, v in r.wc_bps.items()},
+            "link_utilisation": round(r.link_bps / rate_bps, 3),
+        }
+
+    checks = [
+        {
+            "statement": "while S2 is off, the others' WC takes at least 0.7 x what S2 had",
+            "paper": f"about 280 Mb/s idle taken (scaled {scaled(280e6, rate_bps) / 1e6:g})",
+            "ours": f"S2 had {_mbps(s2_before)} Mb/s; others' WC +{_mbps(wc_gain)} Mb/s; "
+            f"link {during.link_bps / rate_bps:.3f} busy",
+            "holds": wc_gain >= 0.7 * s2_before,
+        },
+        {
+            "statement": "the others' BG subflows are unchanged while S2 is off (within 10 %)",
+            "paper": "BG of S1, S3, S4 stable (Fig. 13a)",
+            "ours": f"largest BG change {bg_shift:.1%}",
+            "holds": bg_shift <= 0.10,
+        },
+        {
+            "statement": "S2 regains its guarantee after the pause (BG within 10 % of its guarantee)",
+            "paper": "S2 back at its guarantee quickly",
+            "ours": f"{after.bg_bps['s2'] / g2:.3f} of {_mbps(g2)} Mb/s",
+            "holds": abs(after.bg_bps["s2"] / g2 - 1) <= 0.10,
+        },
+    ]
+    return _write(
+        out,
+        {
+            "experiment": "mptcp-wc",
+            "rate_bps": rate_bps,
+            "s2_off_s": list(off),
+            "before": phase(before),
+            "during": phase(during),
+            "after": phase(after),
+            "link": _driven(during, rate_bps, 2 * rate_bps),
+            "checks": checks,
+        },
+    )
+
+
+# Table 3: (B_A, B_B, B_C in Mb/s, C may be off) with A_l, and the paper's WC Mb/s.
+TABLE3 = (
+    ((400, 200, 200), (5, 2, 2), (62, 31, 31)),
+    ((300, 100, 100), (2, 1, 1), (212, 106, 106)),
+    ((400, 200, 100), (5, 2, 1), (120, 65, 35)),
+    ((400, 200, None), (5, 2, 0), (217, 110, None)),
+)
+
+
+def exp_table3(
+    rate_bps: int, duration_s: float, out: Path, rows: tuple[int, ...] = (0, 1, 2, 3)
+) -> dict[str, Any]:
+    """Table 3: three servers share the link; WC shares proportional to A_l."""
+    table, checks = [], []
+    for r in rows:
+        gs, als, paper = TABLE3[r]
+        servers = [
+            Server(f"s{i}", scaled(g * 1e6, rate_bps), a)
+            for i, (g, a) in enumerate(zip(gs, als, strict=True), 1)
+            if g
+        ]
+        res = run(servers, rate_bps, duration_s)
+        wc = [res.wc_bps[s.name] for s in servers]
+        a_sum, wc_sum = sum(s.a_l for s in servers), sum(wc)
+        worst = (
+            max(abs((w / wc_sum) / (s.a_l / a_sum) - 1) for w, s in zip(wc, servers, strict=True))
+            if wc_sum
+            else 1.0
+        )
+        table.append(
+            {
+                "guarantees_mbps": [_mbps(s.guarantee_bps) for s in servers],
+                "a_l": [s.a_l for s in servers],
+                "bg_mbps": [_mbps(res.bg_bps[s.name]) for s in servers],
+                "wc_mbps": [_mbps(w) for w in wc],
+                "wc_policy": {k: {"a_l": v["a_l"], "k_live": v["k_live"]} for k, v in res.vm_policy.items()},
+                "paper_wc_mbps_scaled": [
+                    round(p * rate_bps / PAPER_RATE_BPS, 2) for p in paper if p is not None
+                ],
+                "link": _driven(res, rate_bps, 2 * rate_bps),
+            }
+        )
+        paper_ratio = ":".join(f"{p / min(x for x in paper if x):.2f}" for p in paper if p is not None)
+        ours_ratio = ":".join(f"{w / min(wc):.2f}" for w in wc) if min(wc) > 0 else "a WC got 0"
+        checks.append(
+            {
+                "statement": f"row {r + 1}: WC shares proportional to A_l "
+                f"{':'.join(map(str, als[: len(servers)]))} within 20 %",
+                "paper": f"WC ratio {paper_ratio}",
+                "ours": f"WC ratio {ours_ratio} (worst share off by {worst:.0%})",
+                "holds": worst <= 0.20,
+            }
+        )
+    return _write(out, {"experiment": "mptcp-table3", "rate_bps": rate_bps, "rows": table, "checks": checks})
+
+
+def exp_fair(rate_bps: int, duration_s: float, out: Path, conns: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
+    """Figs 14-15: S2 idle; S1 with N_c connections, S3 and S4 one each; policy 1:1:1 vs none."""
+    runs, checks = [], []
+    for nc in conns:
+        for policy in (True, False):
+            servers = [
+                Server("s1", scaled(350e6, rate_bps), 1, conns=nc),
+                Server("s3", scaled(200e6, rate_bps), 1),
+                Server("s4", scaled(100e6, rate_bps), 1),
+            ]
+            res = run(servers, rate_bps, duration_s, policy=policy)
+            wc = {s.name: res.wc_bps[s.name] for s in servers}
+            ratio3 = wc["s1"] / wc["s3"] if wc["s3"] else float("inf")
+            ratio4 = wc["s1"] / wc["s4"] if wc["s4"] else float("inf")
+            runs.append(
+                {
+                    "n_c": nc,
+                    "policy": policy,
+                    "wc_mbps": {k: _mbps(v) for k, v in wc.items()},
+                    "bg_mbps": {s.name: _mbps(res.bg_bps[s.name]) for s in servers},
+                    "guarantees_mbps": {s.name: _mbps(s.guarantee_bps) for s in servers},
+                    "wc_policy": {
+                        k: {"a_l": v["a_l"], "k_live": v["k_live"], "policy": v["policy"]}
+                        for k, v in res.vm_policy.items()
+                    },
+                    "s1_wc_over_s3": round(ratio3, 3),
+                    "s1_wc_over_s4": round(ratio4, 3),
+                    "subflows": res.subflows,
+                    "link": _driven(res, rate_bps, 2 * rate_bps),
+                }
+            )
+            if policy:
+                checks.append(
+                    {
+                        "statement": f"N_c = {nc}, policy 1:1:1: S1's WC within 20 % of S3's and of S4's",
+                        "paper": "equal WC shares with the policy (Fig. 15)",
+                        "ours": f"S1/S3 {ratio3:.2f}, S1/S4 {ratio4:.2f}",
+                        "holds": abs(ratio3 - 1) <= 0.2 and abs(ratio4 - 1) <= 0.2,
+                    }
+                )
+            else:
+                checks.append(
+                    {
+                        "statement": f"N_c = {nc}, no policy: S1's WC share grows with its connections "
+                        "(> 1.5 x S3's and S4's)",
+                        "paper": f"S1's WC about {nc} x the others' (Fig. 14)",
+                        "ours": f"S1/S3 {ratio3:.2f}, S1/S4 {ratio4:.2f}",
+                        "holds": ratio3 > 1.5 and ratio4 > 1.5,
+                    }
+                )
+    return _write(out, {"experiment": "mptcp-fair", "rate_bps": rate_bps, "runs": runs, "checks": checks})
+
+
+def require_mptcp() -> None:
+    """MPTCP must be enabled (net.mptcp.enabled)."""
+    try:
+        if Path("/proc/sys/net/mptcp/enabled").read_text().strip() != "1":
+            raise EnvironmentUnsupported("MPTCP is disabled (sysctl net.mptcp.enabled=1)")
+    except OSError:
+        raise EnvironmentUnsupported("this kernel has no MPTCP (/proc/sys/net/mptcp)") from None

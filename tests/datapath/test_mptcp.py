@@ -1,0 +1,135 @@
+"""MPTCP BG/WC on the kernel's MPTCP, at a small scale (100 Mbit/s, a few seconds per run).
+
+The assertions check the mechanisms (strict priority, BG held near its guarantee, WC following A_l, the
+policy removing the many-connections advantage) with margins for a loaded 2-core machine; the paper's
+done-when thresholds are judged by the full-size runs (``paccp testbed mptcp-*``, README).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from paccp.datapath import core, mptcp
+from paccp.datapath import mptcp_testbed as mt
+
+RATE = 100_000_000
+PACCP = str(Path(sys.executable).with_name("paccp"))
+
+
+@pytest.fixture(autouse=True)
+def short_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small scale: 1 s of warm-up before each measured window."""
+    from paccp.datapath import softbw_testbed
+
+    monkeypatch.setattr(mt, "WARMUP_S", 1.0)
+    monkeypatch.setattr(softbw_testbed, "WARMUP_S", 1.0)
+
+
+@pytest.fixture(scope="module")
+def bgwc(loaded: None) -> Iterator[None]:
+    if mptcp.is_loaded() is False and Path(mptcp.PIN_DIR).exists():
+        mptcp.unload()  # an older layout
+    fresh = mptcp.load()
+    yield
+    if fresh:
+        mptcp.unload()
+
+
+def test_htb_priority_is_strict(bgwc: None, tmp_path: Path) -> None:
+    s = mt.exp_prio(RATE, 2, tmp_path)
+    assert s["link"]["utilisation"] > 0.85, s
+    assert s["link_wc_mbps"] < 0.05 * s["link_bg_mbps"], s
+    assert s["subflows"] == {"s1": 1, "s2": 1, "s3": 2}, s  # BG-only senders; s3 has its WC subflow
+
+
+def test_bg_near_guarantee_wc_takes_spare(bgwc: None, tmp_path: Path) -> None:
+    s = mt.exp_bg(RATE, 4, tmp_path, references=False)
+    rows = {r["server"]: r for r in s["servers"]}
+    assert all(r["bg_over_guarantee"] > 0.75 for r in rows.values()), rows
+    assert all(r["bg_over_guarantee"] < 1.05 for r in rows.values()), rows  # the htb limit holds
+    assert sum(r["wc_mbps"] for r in rows.values()) > 5, rows  # 10 Mb/s are spare
+    assert s["link"]["utilisation"] > 0.85, s
+    assert all(set(c) == {"statement", "paper", "ours", "holds"} for c in s["checks"])
+
+
+def test_wc_follows_competition_level(bgwc: None, tmp_path: Path) -> None:
+    """Table 3 row 3: guarantees 40/20/10, A_l 5:2:1 applied per VM (K = 1 each), WC carried by all."""
+    s = mt.exp_table3(RATE, 4, tmp_path, rows=(2,))
+    row = s["rows"][0]
+    assert row["wc_policy"] == {f"s{i}": {"a_l": a, "k_live": 1} for i, a in ((1, 5), (2, 2), (3, 1))}, row
+    # every VM's WC subflow carried data; whether the shares follow A_l is not asserted: on this machine
+    # they do not reliably (README, "Fair work conservation"), which mptcp-table3 reports
+    assert all(w > 0 for w in row["wc_mbps"]), s["rows"]
+    assert len(s["checks"]) == 1 and "proportional to A_l 5:2:1" in s["checks"][0]["statement"], s["checks"]
+
+
+def test_fair_policy_counts_wc_subflows(bgwc: None, tmp_path: Path) -> None:
+    """S1 with 3 connections: the CC counts K = 3 live WC subflows for S1's VM (alpha_w = (1/3)^2), 1 for
+    S3 and S4; without the policy the same VMs run alpha_w = 1. (The resulting WC shares are reported by
+    `paccp testbed mptcp-fair`; at this scale they are dominated by WC timeouts, see the README.)"""
+    s = mt.exp_fair(RATE, 3, tmp_path, conns=(3,))
+    by = {r["policy"]: r for r in s["runs"]}
+    assert by[True]["subflows"]["s1"] == 6, by  # 3 connections x (BG + WC)
+    on = by[True]["wc_policy"]
+    assert {k: (v["k_live"], v["policy"]) for k, v in on.items()} == {
+        "s1": (3, True), "s3": (1, True), "s4": (1, True)
+    }, on  # fmt: skip
+    assert all(not v["policy"] for v in by[False]["wc_policy"].values()), by[False]
+    assert all(w > 0 for r in s["runs"] for w in r["wc_mbps"].values()), s["runs"]
+
+
+def test_sigterm_leaves_nothing(bgwc: None, tmp_path: Path) -> None:
+    before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+    p = subprocess.Popen(
+        [PACCP, "testbed", "mptcp-prio", "--duration", "20s", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    mine: set[str] = set()
+    for _ in range(150):
+        time.sleep(0.1)
+        mine = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+        mine -= before
+        if any(n.endswith("-r2") for n in mine):
+            break
+    time.sleep(0.5)
+    assert mine, "the testbed did not start"
+    run_id = next(iter(mine)).split("-")[0]
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) != 0
+    assert run_id not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not (core.cgroup2_root() / f"paccp-{run_id}").exists()
+    st = mptcp.status()
+    assert st["addresses"] == [] and st["vms"] == [], st
+    assert not any(run_id in cg for cg in st["sockops_cgroups"]), st
+
+
+@pytest.fixture(scope="module")
+def softbw_loaded(loaded: None) -> Iterator[None]:
+    from paccp.datapath import softbw
+
+    fresh = softbw.load()
+    yield
+    if fresh:
+        softbw.unload()
+
+
+def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> None:
+    """3 VMs x 0.45 of the port with 1, 4 and 8 flows: SoftBW shares evenly, one FIFO does not."""
+    from paccp.datapath import softbw, softbw_testbed
+
+    s = softbw_testbed.exp_share(RATE, 3, tmp_path, cases=((1, 4, 8),))
+    by = {r["scheduler"]: r for r in s["runs"]}
+    sb, be = by["softbw"], by["best effort (one FIFO)"]
+    assert sb["link"]["utilisation"] > 0.85, sb
+    assert sb["max_over_min_fulfilment"] < 1.25, sb
+    assert be["max_over_min_fulfilment"] > 2 * sb["max_over_min_fulfilment"] - 1, (be, sb)
+    assert softbw.status()["vms"] == []  # the run removed its VMs from the map
+    assert not list(Path("/tmp").glob("*-softbw-counts.json*"))  # nor left the receiver's counts file
