@@ -138,6 +138,61 @@ void AddQueue(Ptr<NetDevice> d, uint32_t pkts) {
 uint64_t QDrops(uint32_t k) {
     return ipTx[k] - queues[k]->GetTotalReceivedPackets();  // includes the queue's own drops
 }
+// RFC 6937 PRR for NewReno without SACK on the ns-3 side. ns-3 3.44's TcpPrrRecovery (a) multiplies prr_delivered by ssthresh in
+// 32 bits (ns-3 issue #1282, fixed after 3.44), and (b) sets cwnd = BytesInFlight + sndcnt with the bytes
+// in flight of *before* the ACK (TcpSocketBase updates them before it counts the duplicate ACK as a Reno
+// SACK and marks the head lost), so without SACK every duplicate ACK may send max(sndcnt, 1) segments: the
+// recovery keeps the pre-loss flight instead of reducing it. This class is the same recovery with 64-bit
+// arithmetic, the pipe after the ACK (one segment less per duplicate or partial ACK without SACK, two on
+// entry: the Reno SACK and the lost head) and RecoverFS = FlightSize (RFC 6937). SACK runs keep 3.44's
+// class (there the bytes in flight are current; its recoveries are short, see the README).
+class FxPrr : public TcpClassicRecovery {
+  public:
+    static TypeId GetTypeId() {
+        static TypeId tid = TypeId("fxcc::FxPrr")
+                                .SetParent<TcpClassicRecovery>()
+                                .AddConstructor<FxPrr>()
+                                .SetGroupName("Internet");
+        return tid;
+    }
+    FxPrr() = default;
+    FxPrr(const FxPrr &o) = default;
+    std::string GetName() const override { return "FxPrr"; }
+    void EnterRecovery(Ptr<TcpSocketState> tcb, uint32_t, uint32_t unacked, uint32_t delivered) override {
+        out = 0;
+        got = 0;
+        fs = std::max<int64_t>(unacked, 1);
+        entering = true;
+        DoRecovery(tcb, delivered, true);
+        entering = false;
+    }
+    void DoRecovery(Ptr<TcpSocketState> tcb, uint32_t delivered, bool dup) override {
+        int64_t d = delivered;
+        int64_t seg = tcb->m_segmentSize;
+        if (dup && got < fs) d += seg;
+        if (d == 0) return;
+        got += d;
+        int64_t infl = tcb->m_bytesInFlight.Get(), ss = tcb->m_ssThresh.Get(), n;
+        infl = std::max<int64_t>(infl - (entering ? 2 : 1) * seg, 0);
+        if (infl > ss) {
+            n = (got * ss + fs - 1) / fs - out;
+        } else {
+            int64_t lim = std::max<int64_t>(got - out, d);
+            if (tcb->m_isRetransDataAcked) lim += seg;
+            n = std::min<int64_t>(lim, ss - infl);
+        }
+        n = std::max<int64_t>(n, out > 0 ? 0 : seg);
+        tcb->m_cWnd = static_cast<uint32_t>(std::max<int64_t>(infl + n, 0));
+        tcb->m_cWndInfl = tcb->m_cWnd;
+    }
+    void ExitRecovery(Ptr<TcpSocketState> tcb) override { tcb->m_cWndInfl = tcb->m_cWnd; }
+    void UpdateBytesSent(uint32_t b) override { out += b; }
+    Ptr<TcpRecoveryOps> Fork() override { return CopyObject<FxPrr>(this); }
+  private:
+    int64_t out = 0, got = 0, fs = 1;
+    bool entering = false;
+};
+TypeId FxPrrTypeId() { return FxPrr::GetTypeId(); }
 }
 """
 
@@ -146,7 +201,10 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
     tcp = spec["tcp"]
     cfg = ns.Config.SetDefault
     cfg("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(ns.TypeId.LookupByName("ns3::TcpNewReno")))
-    rec = "ns3::TcpPrrRecovery" if tcp.get("ns3_recovery", "prr") == "prr" else "ns3::TcpClassicRecovery"
+    # NewReno: the fixed PRR (FxPrr above) unless the spec asks for 3.44's own ("prr") or "classic"
+    recovery = {"prr-fixed": "fxcc::FxPrr", "prr": "ns3::TcpPrrRecovery", "classic": "ns3::TcpClassicRecovery"}
+    rec = recovery[tcp.get("ns3_recovery", "prr" if tcp["sack"] else "prr-fixed")]
+    cppyy.gbl.fxcc.FxPrrTypeId()  # registers the fixed PRR's TypeId
     cfg("ns3::TcpL4Protocol::RecoveryType", ns.TypeIdValue(ns.TypeId.LookupByName(rec)))
     cfg("ns3::TcpSocketBase::Sack", ns.BooleanValue(bool(tcp["sack"])))
     cfg("ns3::TcpSocketBase::Timestamp", ns.BooleanValue(True))

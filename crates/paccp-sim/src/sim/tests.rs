@@ -125,3 +125,40 @@ fn newreno_recovery_sends_in_proportion_to_deliveries_with_prr() {
     );
     assert!(new[18] >= 8);
 }
+
+#[test]
+fn newreno_prr_repairs_a_segment_lost_in_recovery_when_the_recovery_ends() {
+    // Segment 0 and segment 45 (new data sent during the recovery) are lost; segments 1-44 and 46-61
+    // arrive: 60 duplicate ACKs for 0. The retransmission of 0 then brings ACK 45, which ends the
+    // recovery (recover = 40) while 16 duplicate ACKs (for segments above 45) remain counted: 45 is
+    // missing and is retransmitted at once (as ns-3 does), not after an RTO.
+    let mut sim = recovery_sim(true);
+    dupacks_new_segments(&mut sim, 60);
+    assert!(sim.flows[0].snd.snd_nxt > 61, "segments 46-61 were sent");
+    assert!(sim.flows[0].snd.in_recovery);
+    assert!(
+        sim.flows[0].snd.snd_nxt > 46,
+        "segment 45 was sent in the recovery"
+    );
+    assert_eq!(sim.flows[0].snd.retransmits, 1);
+    let pkt = Pkt {
+        flow: 0,
+        pos: sim.flows[0].info.route_ack,
+        is_ack: true,
+        class: 0,
+        size: 40,
+        seq: 45,
+        ts: 0,
+        sack: crate::sack::SackOpt::NONE,
+    };
+    sim.q.now += 1_000_000;
+    let (flows, mut cx) = ctx!(sim);
+    flows[0].on_ack(0, pkt, &mut cx);
+    let s = &sim.flows[0].snd;
+    assert!(!s.in_recovery, "ACK 45 covers the recovery point 40");
+    assert_eq!(
+        s.retransmits, 2,
+        "segment 45 retransmitted on the ACK that ended the recovery"
+    );
+    assert_eq!(s.timeouts, 0);
+}
