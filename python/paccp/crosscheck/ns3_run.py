@@ -138,14 +138,15 @@ void AddQueue(Ptr<NetDevice> d, uint32_t pkts) {
 uint64_t QDrops(uint32_t k) {
     return ipTx[k] - queues[k]->GetTotalReceivedPackets();  // includes the queue's own drops
 }
-// RFC 6937 PRR for NewReno without SACK on the ns-3 side. ns-3 3.44's TcpPrrRecovery (a) multiplies prr_delivered by ssthresh in
-// 32 bits (ns-3 issue #1282, fixed after 3.44), and (b) sets cwnd = BytesInFlight + sndcnt with the bytes
-// in flight of *before* the ACK (TcpSocketBase updates them before it counts the duplicate ACK as a Reno
-// SACK and marks the head lost), so without SACK every duplicate ACK may send max(sndcnt, 1) segments: the
-// recovery keeps the pre-loss flight instead of reducing it. This class is the same recovery with 64-bit
-// arithmetic, the pipe after the ACK (one segment less per duplicate or partial ACK without SACK, two on
-// entry: the Reno SACK and the lost head) and RecoverFS = FlightSize (RFC 6937). SACK runs keep 3.44's
-// class (there the bytes in flight are current; its recoveries are short, see the README).
+// RFC 6937 PRR for NewReno without SACK on the ns-3 side. ns-3 3.44's TcpPrrRecovery (a) multiplies
+// prr_delivered by ssthresh in 32 bits (ns-3 issue #1282, fixed after 3.44), and (b) sets
+// cwnd = BytesInFlight + sndcnt with the bytes in flight of *before* the ACK (TcpSocketBase updates them
+// before it counts the duplicate ACK as a Reno SACK and marks the head lost), so without SACK every
+// duplicate ACK may send max(sndcnt, 1) segments: the recovery keeps the pre-loss flight instead of
+// reducing it. This class is the same recovery with 64-bit arithmetic, the pipe after the ACK (one segment
+// less per duplicate or partial ACK without SACK, two on entry: the Reno SACK and the lost head) and
+// RecoverFS = FlightSize (RFC 6937). SACK runs keep 3.44's class (there the bytes in flight are current;
+// its recoveries are short, see the README).
 class FxPrr : public TcpClassicRecovery {
   public:
     static TypeId GetTypeId() {
@@ -202,7 +203,11 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
     cfg = ns.Config.SetDefault
     cfg("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(ns.TypeId.LookupByName("ns3::TcpNewReno")))
     # NewReno: the fixed PRR (FxPrr above) unless the spec asks for 3.44's own ("prr") or "classic"
-    recovery = {"prr-fixed": "fxcc::FxPrr", "prr": "ns3::TcpPrrRecovery", "classic": "ns3::TcpClassicRecovery"}
+    recovery = {
+        "prr-fixed": "fxcc::FxPrr",
+        "prr": "ns3::TcpPrrRecovery",
+        "classic": "ns3::TcpClassicRecovery",
+    }
     rec = recovery[tcp.get("ns3_recovery", "prr" if tcp["sack"] else "prr-fixed")]
     cppyy.gbl.fxcc.FxPrrTypeId()  # registers the fixed PRR's TypeId
     cfg("ns3::TcpL4Protocol::RecoveryType", ns.TypeIdValue(ns.TypeId.LookupByName(rec)))
