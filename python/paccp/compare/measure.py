@@ -1,0 +1,298 @@
+"""What one run of a comparison measures (in a sweep worker) and the scores computed from it.
+
+:func:`evaluate` runs the engine and keeps, per VM, the bytes it got in each window (the flow sample
+interval) and its *backlog* at the window's start: the bytes still to send in its connections that were
+open during the whole window (a long-lived connection's backlog is unbounded). A VM **demands at least
+its guarantee G** in a window when that backlog is at least G x window. It also keeps each connection's
+size, start and completion time, and the bytes sent by the scored channels. An MPTCP connection's subflows
+(``f/bg``, ``f/wc0``) are one connection ``f``; a flow belongs to the VM named by its label.
+
+Scores of one run (:func:`score_run`), all after the warm-up:
+
+- **guarantee failure** of a VM with G > 0: the share of its demanding windows in which it got less than
+  0.95 x G x payload/packet (1460/1500: a guarantee on the wire delivers that much payload);
+- **utilisation**: bytes sent by the scored channels (``host_nic``: host to switch; ``fabric``: switch to
+  switch) / their capacity over the run, mean over the channels that carried traffic;
+- **spare**: a VM's mean rate above its (payload) guarantee over its backlogged windows; per class, its
+  share of the classes' summed per-VM spare / its share of the summed weights: 1 is the policy's target
+  (the spare shared in proportion to the weights), 0 = got no spare;
+- **FCT**: mean and 99th percentile per class and size class (small <= 100 KB, medium <= 1 MB, big) over
+  connections that started after the warm-up and finished (unfinished ones are counted);
+- **paid vs got**: a VM's price per hour (its scheme's book section) and its mean rate over its
+  backlogged windows; per class, (got / got_ref) / (paid / paid_ref) (1 = consistent, < 1 = pays more than
+  it gets relative to the reference class, the one with the smallest weight, then guarantee; None when the
+  reference pays nothing);
+- **gaming** (gaming runs): the gamer VM's mean rate after the warm-up.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from paccp.rundir import size_class
+
+if TYPE_CHECKING:
+    from paccp.compare.schemes import Scheme
+    from paccp.compare.setup import Setup
+    from paccp.pricing.book import PriceBook
+    from paccp.sweep import Point
+
+FAIL_TOLERANCE = 0.95
+UNBOUNDED = 1e15  # backlog of a long-lived connection (bytes)
+
+
+def evaluate(point: Point) -> dict[str, Any]:
+    """Run one point and return its raw measurements (JSON-serialisable; cached by the sweep)."""
+    import time
+
+    from paccp import engine
+    from paccp.scenario import hosts
+    from paccp.sweep import resolve
+
+    resolved = resolve(point).resolved
+    assert resolved is not None
+    sc = resolved.scenario
+    t0 = time.perf_counter()
+    res = engine.run(resolved.engine)
+    wall = time.perf_counter() - t0
+    flows = res.flows.to_pylist()
+    s = res.samples
+    w = s.interval_ns
+    acked = np.asarray(s.acked_bytes, dtype=np.int64)
+    n_win = acked.shape[1] if acked.ndim == 2 else 0
+    row_of = {fid: i for i, fid in enumerate(s.flow_ids)}
+    # connections: subflows of one MPTCP connection are one connection
+    conns: dict[str, dict[str, Any]] = {}
+    for f in flows:
+        cid = str(f["id"]).split("/")[0]
+        c = conns.setdefault(
+            cid,
+            {"vm": f["label"], "size": f["size_bytes"], "start": f["start_ns"], "finish": f["finish_ns"],
+             "done": True, "acked": np.zeros(n_win, dtype=np.int64)},
+        )  # fmt: skip
+        c["start"] = min(c["start"], f["start_ns"])
+        if f["finish_ns"] is None:
+            c["done"] = False
+        elif c["finish"] is not None:
+            c["finish"] = max(c["finish"], f["finish_ns"])
+        if f["id"] in row_of and n_win:
+            c["acked"] = c["acked"] + acked[row_of[f["id"]]]
+    got: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
+    backlog: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
+    starts = np.arange(n_win, dtype=np.int64) * w
+    conn_rows = []
+    for c in conns.values():
+        vm = c["vm"]
+        got[vm] += c["acked"]
+        finish = c["finish"] if c["done"] else None
+        whole = (c["start"] <= starts) & ((starts + w <= finish) if finish is not None else True)
+        if c["size"] is None:
+            rem = np.full(n_win, UNBOUNDED)
+        else:
+            before = np.concatenate([[0], np.cumsum(c["acked"])[:-1]]) if n_win else np.zeros(0)
+            rem = np.maximum(0.0, c["size"] - before)
+        backlog[vm] += np.where(whole, rem, 0.0)
+        if c["size"] is not None:
+            fct = (finish - c["start"]) if finish is not None else None
+            conn_rows.append([vm, int(c["size"]), int(c["start"]), fct])
+    host_set = set(hosts(sc.topology))
+    channels = [
+        [ch["from"], ch["to"], int(ch["rate_bps"]), int(ch["tx_bytes"])]
+        for ch in res.channels.to_pylist()
+        if ch["from"] in host_set or ch["to"] not in host_set
+    ]
+    return {
+        "params": point.params,
+        "window_ns": w,
+        "duration_ns": sc.run.duration,
+        "warmup_ns": sc.run.warmup,
+        "mtu": sc.transport.mtu,
+        "header": sc.transport.header,
+        "hosts": sorted(host_set),
+        "vms": {vm: {"got": got[vm].tolist(), "backlog": backlog[vm].tolist()} for vm in sorted(got)},
+        "conns": conn_rows,
+        "channels": channels,
+        "wall_s": round(wall, 3),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ scores
+
+
+def _first_window(raw: dict[str, Any]) -> int:
+    return int(-(-raw["warmup_ns"] // raw["window_ns"]))
+
+
+def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
+    """Per VM: demanding/failed windows, mean rate, rate and spare over its backlogged windows."""
+    w = raw["window_ns"]
+    k0 = _first_window(raw)
+    last = raw["duration_ns"] // w
+    pf = (raw["mtu"] - raw["header"]) / raw["mtu"]
+    out: dict[str, dict[str, Any]] = {}
+    for v in setup.vms:
+        m = raw["vms"].get(v.id)
+        g_bps = v.purchase.guarantee
+        if m is None:
+            out[v.id] = {"rate_bps": 0.0, "busy_rate_bps": None, "spare_bps": None, "demand": 0, "fail": 0}
+            continue
+        got = np.asarray(m["got"], dtype=np.float64)[k0:last] * 8e9 / w
+        back = np.asarray(m["backlog"], dtype=np.float64)[k0:last]
+        busy = back > 0
+        demand = back >= g_bps * w / 8e9 if g_bps > 0 else np.zeros_like(busy)
+        fail = demand & (got < FAIL_TOLERANCE * g_bps * pf)
+        out[v.id] = {
+            "rate_bps": float(got.mean()) if got.size else 0.0,
+            "busy_rate_bps": float(got[busy].mean()) if busy.any() else None,
+            "spare_bps": float(np.maximum(0.0, got[busy] - g_bps * pf).mean()) if busy.any() else None,
+            "demand": int(demand.sum()),
+            "fail": int(fail.sum()),
+        }
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def reference_class(setup: Setup) -> str:
+    """The class with the smallest weight (then the smallest guarantee, then the first)."""
+    ps = {v.purchase.name: v.purchase for v in setup.vms}
+    return min(ps.values(), key=lambda p: (p.weight, p.guarantee)).name
+
+
+def score_run(raw: dict[str, Any], setup: Setup, scheme: Scheme, book: PriceBook, scored: str) -> dict[str, Any]:
+    """The scores of one run (module docstring) per VM and per class."""
+    rates = vm_rates(raw, setup)
+    run_h = raw["duration_ns"] / 3.6e12
+    flow_h: dict[str, float] = defaultdict(float)
+    extra_h: dict[str, float] = defaultdict(float)
+    for vm, _size, start, fct in raw["conns"]:
+        end = start + fct if fct is not None else raw["duration_ns"]
+        flow_h[vm] += max(0, end - start) / 3.6e12
+    for f in setup.flows:  # long-lived connections last from their start to the end of the run
+        if f.get("size") is None:
+            life = max(0, raw["duration_ns"] - _ns(f["start"])) / 3.6e12
+            flow_h[f["vm"]] += life
+            if f["vm"] == setup.gamer and not f["id"].endswith(".0"):
+                extra_h[f["vm"]] += life
+    from paccp.compare.schemes import VmUse
+
+    per_vm: dict[str, Any] = {}
+    for v in setup.vms:
+        r = rates[v.id]
+        use = VmUse(r["rate_bps"], flow_h[v.id], extra_h[v.id], run_h)
+        price = scheme.price(book, v, use)
+        per_vm[v.id] = {
+            "class": v.purchase.name,
+            "host": v.host,
+            **r,
+            "fail_share": (r["fail"] / r["demand"]) if r["demand"] else None,
+            "paid_per_hour": float(price),
+        }
+    classes: dict[str, Any] = {}
+    for name in dict.fromkeys(v.purchase.name for v in setup.vms):
+        members = [per_vm[v.id] for v in setup.vms if v.purchase.name == name]
+        demand = sum(m["demand"] for m in members)
+        busy = [m["busy_rate_bps"] for m in members if m["busy_rate_bps"] is not None]
+        spare = [m["spare_bps"] for m in members if m["spare_bps"] is not None]
+        classes[name] = {
+            "vms": len(members),
+            "fail_share": (sum(m["fail"] for m in members) / demand) if demand else None,
+            "rate_bps": float(np.mean([m["rate_bps"] for m in members])),
+            "got_bps": float(np.mean(busy)) if busy else None,
+            "spare_bps": float(np.mean(spare)) if spare else None,
+            "paid_per_hour": float(np.mean([m["paid_per_hour"] for m in members])),
+            "fct": _fct(raw, setup, name),
+        }
+    ref = reference_class(setup)
+    weight = {v.purchase.name: v.purchase.weight for v in setup.vms}
+    spare_sum = sum(c["spare_bps"] or 0.0 for c in classes.values())
+    w_sum = sum(weight[n] for n, c in classes.items() if c["spare_bps"] is not None)
+    for name, c in classes.items():
+        r = classes[ref]
+        c["spare_vs_target"] = (
+            (c["spare_bps"] / spare_sum) / (weight[name] / w_sum)
+            if c["spare_bps"] is not None and spare_sum > 0
+            else None
+        )
+        got = _ratio(c["got_bps"], r["got_bps"])
+        paid = _ratio(c["paid_per_hour"], r["paid_per_hour"])
+        c["got_vs_ref"] = got
+        c["paid_vs_ref"] = paid
+        c["consistency"] = got / paid if got is not None and paid else None
+    fails = [m for m in per_vm.values() if m["demand"]]
+    return {
+        "per_vm": per_vm,
+        "classes": classes,
+        "reference_class": ref,
+        "fail_share": (sum(m["fail"] for m in fails) / sum(m["demand"] for m in fails)) if fails else None,
+        "utilisation": _utilisation(raw, scored, {v.host for v in setup.vms}),
+    }
+
+
+def _ns(text: str) -> int:
+    from paccp.units import parse_duration_ns
+
+    return parse_duration_ns(text)
+
+
+def _utilisation(raw: dict[str, Any], scored: str, vm_hosts: set[str]) -> dict[str, float | None]:
+    hosts = set(raw["hosts"])
+    dur = raw["duration_ns"] / 1e9
+    utils = []
+    for a, b, rate, tx in raw["channels"]:
+        pick = (a in vm_hosts) if scored == "host_nic" else (a not in hosts and b not in hosts)
+        if pick and tx > 0:
+            utils.append(tx * 8 / (rate * dur))
+    if not utils:
+        return {"mean": None, "max": None, "channels": 0}
+    return {"mean": float(np.mean(utils)), "max": float(np.max(utils)), "channels": len(utils)}
+
+
+def _fct(raw: dict[str, Any], setup: Setup, cls: str) -> dict[str, Any]:
+    vm_class = {v.id: v.purchase.name for v in setup.vms}
+    groups: dict[str, list[float]] = defaultdict(list)
+    unfinished: dict[str, int] = defaultdict(int)
+    for vm, size, start, fct in raw["conns"]:
+        if vm_class.get(vm) != cls or start < raw["warmup_ns"]:
+            continue
+        sc = size_class(size) or "big"
+        for g in (sc, "all"):
+            if fct is None:
+                unfinished[g] += 1
+            else:
+                groups[g].append(fct / 1e6)
+    out: dict[str, Any] = {}
+    for g in ("small", "medium", "big", "all"):
+        xs = groups.get(g, [])
+        out[g] = {
+            "flows": len(xs) + unfinished.get(g, 0),
+            "unfinished": unfinished.get(g, 0),
+            "mean_ms": float(np.mean(xs)) if xs else None,
+            "p99_ms": float(np.percentile(xs, 99)) if xs else None,
+        }
+    return out
+
+
+def gamer_rate(raw: dict[str, Any], gamer: str) -> float:
+    """The gaming VM's mean rate after the warm-up (bit/s)."""
+    w = raw["window_ns"]
+    k0 = _first_window(raw)
+    last = raw["duration_ns"] // w
+    m = raw["vms"].get(gamer)
+    if m is None:
+        return 0.0
+    got = np.asarray(m["got"], dtype=np.float64)[k0:last]
+    return float(got.mean() * 8e9 / w) if got.size else 0.0
+
+
+def money(x: Decimal) -> float:
+    """A price as a float for JSON and plots (the exact value stays in the pricing code)."""
+    return float(x)
