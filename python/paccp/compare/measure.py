@@ -22,7 +22,9 @@ Scores of one run (:func:`score_run`), all after the warm-up:
   backlogged windows; per class, (got / got_ref) / (paid / paid_ref) (1 = consistent, < 1 = pays more than
   it gets relative to the reference class, the one with the smallest weight, then guarantee; None when the
   reference pays nothing);
-- **gaming** (gaming runs): the gamer VM's mean rate after the warm-up.
+- **gaming** (gaming runs): the gamer VM's mean rate after the warm-up with k flows, divided by what a VM
+  gets on average when every VM has one flow (k = 1, same seed): the mean over the VMs, not the gamer's
+  own k = 1 rate, which Reno's unfairness between single flows makes noisy.
 """
 
 from __future__ import annotations
@@ -281,16 +283,18 @@ def _fct(raw: dict[str, Any], setup: Setup, cls: str) -> dict[str, Any]:
     return out
 
 
-def gamer_rate(raw: dict[str, Any], gamer: str) -> float:
-    """The gaming VM's mean rate after the warm-up (bit/s)."""
+def gaming_rates(raw: dict[str, Any], setup: Setup) -> tuple[float, float]:
+    """(the gaming VM's mean rate, the mean over all VMs of their mean rates) after the warm-up, bit/s."""
     w = raw["window_ns"]
     k0 = _first_window(raw)
     last = raw["duration_ns"] // w
-    m = raw["vms"].get(gamer)
-    if m is None:
-        return 0.0
-    got = np.asarray(m["got"], dtype=np.float64)[k0:last]
-    return float(got.mean() * 8e9 / w) if got.size else 0.0
+    rates = {}
+    for v in setup.vms:
+        m = raw["vms"].get(v.id)
+        got = np.asarray(m["got"], dtype=np.float64)[k0:last] if m is not None else np.zeros(0)
+        rates[v.id] = float(got.mean() * 8e9 / w) if got.size else 0.0
+    assert setup.gamer is not None
+    return rates[setup.gamer], float(np.mean(list(rates.values())))
 
 
 def money(x: Decimal) -> float:

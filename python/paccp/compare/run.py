@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paccp.compare.measure import evaluate, gamer_rate, score_run
+from paccp.compare.measure import evaluate, gaming_rates, score_run
 from paccp.compare.schemes import SCHEMES, Scheme
 from paccp.compare.setup import Setup, build_setup, gaming_setup
 from paccp.compare.spec import Spec, book_path, load_spec
@@ -137,15 +137,14 @@ def aggregate(
     """compare.json: per point, scheme and class the mean and 95 % CI over seeds of every score."""
     cfg = spec.cfg
     scored: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    gaming: dict[tuple[str, str], dict[int, float]] = {}
+    gaming: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
     for j, raw in zip(jobs, raws, strict=True):
         if j.kind == "main":
             sc = score_run(raw, j.setup, j.scheme, book, cfg.bottlenecks)
             sc["seed"] = j.seed
             scored.setdefault((j.point, j.scheme.name), []).append(sc)
         else:
-            assert j.setup.gamer is not None
-            gaming.setdefault((j.point, j.scheme.name), {})[j.seed] = gamer_rate(raw, j.setup.gamer)
+            gaming.setdefault((j.point, j.scheme.name), {})[j.seed] = gaming_rates(raw, j.setup)
     results: dict[str, Any] = {}
     classes = list(dict.fromkeys(p.name for p in cfg.purchases))
     for pt in cfg.points:
@@ -180,10 +179,10 @@ def aggregate(
             rows = {}
             for k in g.k:
                 cur = gaming.get((f"k={k}", s.name), {})
-                gains = [cur[sd] / ref[sd] for sd in cur if ref.get(sd)]
+                gains = [cur[sd][0] / ref[sd][1] for sd in cur if sd in ref and ref[sd][1] > 0]
                 rows[str(k)] = {
                     "gain": mean_ci(gains),
-                    "rate_bps": mean_ci(list(cur.values())),
+                    "rate_bps": mean_ci([v[0] for v in cur.values()]),
                     "fair_share_bps": g.rate / g.vms,
                 }
             if ref:

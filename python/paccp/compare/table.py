@@ -62,11 +62,11 @@ def fct_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[str]
 
 
 def gaming_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """Gaming: the gamer's rate with k flows / with one flow, per scheme."""
+    """Gaming: the gamer's rate with k flows / a VM's mean rate when all have one flow, per scheme."""
     g = doc.get("gaming")
     if not g:
         return [], []
-    ks = [str(k) for k in g["k"] if k != 1]
+    ks = [str(k) for k in g["k"]]
     header = ["scheme", *[f"gain k={k}" for k in ks], *[f"rate k={k} Mb/s" for k in ks], "fair share Mb/s"]
     rows = []
     for s in doc["schemes"]:
