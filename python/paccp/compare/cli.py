@@ -28,9 +28,7 @@ def compare(
     chosen = parse_schemes(schemes)
     if not scenario.is_file():
         raise UserError(f"{scenario}: no such comparison file")
-    doc = run_compare(
-        scenario, chosen, out, quick=quick, executor=executor, workers=workers, address=address
-    )
+    doc = run_compare(scenario, chosen, out, quick=quick, executor=executor, workers=workers, address=address)
     typer.echo(markdown(doc))
     typer.echo(f"wrote {out}/compare.json, table.md, *.png ({doc['runs']} runs, {doc['wall_s']} s)")
 

@@ -73,9 +73,15 @@ def evaluate(point: Point) -> dict[str, Any]:
         cid = str(f["id"]).split("/")[0]
         c = conns.setdefault(
             cid,
-            {"vm": f["label"], "size": f["size_bytes"], "start": f["start_ns"], "finish": f["finish_ns"],
-             "done": True, "acked": np.zeros(n_win, dtype=np.int64)},
-        )  # fmt: skip
+            {
+                "vm": f["label"],
+                "size": f["size_bytes"],
+                "start": f["start_ns"],
+                "finish": f["finish_ns"],
+                "done": True,
+                "acked": np.zeros(n_win, dtype=np.int64),
+            },
+        )
         c["start"] = min(c["start"], f["start_ns"])
         if f["finish_ns"] is None:
             c["done"] = False
@@ -169,7 +175,9 @@ def reference_class(setup: Setup) -> str:
     return min(ps.values(), key=lambda p: (p.weight, p.guarantee)).name
 
 
-def score_run(raw: dict[str, Any], setup: Setup, scheme: Scheme, book: PriceBook, scored: str) -> dict[str, Any]:
+def score_run(
+    raw: dict[str, Any], setup: Setup, scheme: Scheme, book: PriceBook, scored: str
+) -> dict[str, Any]:
     """The scores of one run (module docstring) per VM and per class."""
     rates = vm_rates(raw, setup)
     run_h = raw["duration_ns"] / 3.6e12

@@ -9,15 +9,21 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 Getter = Callable[[dict[str, Any], str], dict[str, Any] | None]
 
 
 def _bars(
-    doc: dict[str, Any], groups: list[tuple[str, str, str]], get: Getter, ylabel: str, title: str, path: Path,
-    scale: float = 1.0, hline: float | None = None,
-) -> None:  # fmt: skip
+    doc: dict[str, Any],
+    groups: list[tuple[str, str, str]],
+    get: Getter,
+    ylabel: str,
+    title: str,
+    path: Path,
+    scale: float = 1.0,
+    hline: float | None = None,
+) -> None:
     """groups: (label, point, class); one bar per scheme in each group."""
     schemes = doc["schemes"]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(groups) * len(schemes)), 3.6))
@@ -57,20 +63,67 @@ def plot_all(doc: dict[str, Any], out: Path) -> None:
         return lambda r, c: r["classes"].get(c, {}).get(key) if r else None
 
     if guaranteed:
-        _bars(doc, per_class(guaranteed), cls("fail_share"), "windows failed (%)",
-              "Guarantee failures (demand >= G, got < G)", out / "guarantee.png", 100)  # fmt: skip
-    _bars(doc, [(p, p, "") for p in pts], lambda r, _c: r["utilisation"] if r else None, "utilisation (%)",
-          f"Utilisation of the {doc['bottlenecks']} channels", out / "utilisation.png", 100)  # fmt: skip
-    _bars(doc, per_class(classes), cls("spare_vs_target"), "spare / target",
-          "Share of spare bandwidth vs the weights' target (1 = on target)", out / "spare.png", hline=1.0)  # fmt: skip
-    _bars(doc, per_class(classes), lambda r, c: r["classes"].get(c, {}).get("fct", {}).get("small", {}).get("p99_ms")
-          if r else None, "ms", "FCT of small flows (<= 100 KB), 99th percentile", out / "fct.png")  # fmt: skip
-    _bars(doc, per_class(classes), cls("got_bps"), "Mb/s (while backlogged)", "What each class got",
-          out / "got.png", 1e-6)  # fmt: skip
-    _bars(doc, per_class(classes), cls("paid_per_hour"), f"{doc['currency']} per VM-hour", "What each class paid",
-          out / "paid.png")  # fmt: skip
-    _bars(doc, per_class(classes), cls("consistency"), "(got/got_ref) / (paid/paid_ref)",
-          "Price-performance consistency (1 = consistent)", out / "consistency.png", hline=1.0)  # fmt: skip
+        _bars(
+            doc,
+            per_class(guaranteed),
+            cls("fail_share"),
+            "windows failed (%)",
+            "Guarantee failures (demand >= G, got < G)",
+            out / "guarantee.png",
+            100,
+        )
+    _bars(
+        doc,
+        [(p, p, "") for p in pts],
+        lambda r, _c: r["utilisation"] if r else None,
+        "utilisation (%)",
+        f"Utilisation of the {doc['bottlenecks']} channels",
+        out / "utilisation.png",
+        100,
+    )
+    _bars(
+        doc,
+        per_class(classes),
+        cls("spare_vs_target"),
+        "spare / target",
+        "Share of spare bandwidth vs the weights' target (1 = on target)",
+        out / "spare.png",
+        hline=1.0,
+    )
+    _bars(
+        doc,
+        per_class(classes),
+        lambda r, c: r["classes"].get(c, {}).get("fct", {}).get("small", {}).get("p99_ms") if r else None,
+        "ms",
+        "FCT of small flows (<= 100 KB), 99th percentile",
+        out / "fct.png",
+    )
+    _bars(
+        doc,
+        per_class(classes),
+        cls("got_bps"),
+        "Mb/s (while backlogged)",
+        "What each class got",
+        out / "got.png",
+        1e-6,
+    )
+    _bars(
+        doc,
+        per_class(classes),
+        cls("paid_per_hour"),
+        f"{doc['currency']} per VM-hour",
+        "What each class paid",
+        out / "paid.png",
+    )
+    _bars(
+        doc,
+        per_class(classes),
+        cls("consistency"),
+        "(got/got_ref) / (paid/paid_ref)",
+        "Price-performance consistency (1 = consistent)",
+        out / "consistency.png",
+        hline=1.0,
+    )
     g = doc.get("gaming")
     if g and g["results"]:
         schemes = [s for s in doc["schemes"] if s in g["results"]]

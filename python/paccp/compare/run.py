@@ -219,9 +219,18 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
             continue
         cls: dict[str, Any] = {
             key: mc([r[key] for r in rows])
-            for key in ("fail_share", "rate_bps", "got_bps", "spare_bps", "spare_vs_target", "paid_per_hour",
-                        "got_vs_ref", "paid_vs_ref", "consistency")
-        }  # fmt: skip
+            for key in (
+                "fail_share",
+                "rate_bps",
+                "got_bps",
+                "spare_bps",
+                "spare_vs_target",
+                "paid_per_hour",
+                "got_vs_ref",
+                "paid_vs_ref",
+                "consistency",
+            )
+        }
         cls["vms"] = rows[0]["vms"]
         cls["fct"] = {
             g: {

@@ -154,8 +154,8 @@ def softbw_kind(p: Purchase) -> str:
 
 def softbw_build(setup: Setup) -> dict[str, Any]:
     """SoftBW: a guarantee of the purchase's kind per VM, Reno senders, N = the host's sum of B / port."""
-    from paccp.scenario import access_rate_bps
     from paccp.compare.setup import _topology
+    from paccp.scenario import access_rate_bps
 
     topo = _topology(setup.base, "comparison")
     sold: dict[str, int] = {}

@@ -182,7 +182,9 @@ def _longlived(
             if dst == v.host:
                 dst = rx[(len(flows) + 1) % len(rx)]
             jitter = int(rng.integers(0, 1_000_000))  # 0-1 ms, from the seed
-            flows.append({"id": f"{v.id}.{k}", "src": v.host, "dst": dst, "vm": v.id, "start": f"{start + jitter}ns"})
+            flows.append(
+                {"id": f"{v.id}.{k}", "src": v.host, "dst": dst, "vm": v.id, "start": f"{start + jitter}ns"}
+            )
     return flows
 
 
@@ -194,7 +196,9 @@ def _mapreduce(spec: Spec, base: dict[str, Any], vms: list[SetupVm], seed: int, 
     for v in vms:
         host_vm.setdefault(v.host, v.id)
     servers = list(host_vm)
-    scaling = mr.Scaling(jobs=tr.jobs, size_scale=tr.size_scale, time_scale=tr.time_scale, max_tasks=tr.max_tasks)
+    scaling = mr.Scaling(
+        jobs=tr.jobs, size_scale=tr.size_scale, time_scale=tr.time_scale, max_tasks=tr.max_tasks
+    )
     plans, sflows = mr.plan_shuffle(mr.load_trace(max_jobs=tr.jobs), servers, scaling, seed)
     if not sflows:
         raise UserError(f"{where}: compare.traffic: the first {tr.jobs} jobs have no network shuffle")
@@ -214,7 +218,9 @@ def _mapreduce(spec: Spec, base: dict[str, Any], vms: list[SetupVm], seed: int, 
     return Setup(base, vms, flows, host_vm=host_vm, jobs=plans)
 
 
-def gaming_setup(g: GamingCfg, k: int, seed: int, window_ns: int, transport: dict[str, Any] | None = None) -> Setup:
+def gaming_setup(
+    g: GamingCfg, k: int, seed: int, window_ns: int, transport: dict[str, Any] | None = None
+) -> Setup:
     """One VM (``vm0``) with k long-lived flows and ``g.vms - 1`` VMs with one each, on one bottleneck.
 
     ``where = "host"``: every VM on host ``s`` whose NIC (``g.rate``) is the bottleneck, receivers on
@@ -238,7 +244,9 @@ def gaming_setup(g: GamingCfg, k: int, seed: int, window_ns: int, transport: dic
         links.append({"a": "sw1", "b": "sw2", "rate": g.rate, "delay": "10us", "buffer": "200pkt"})
         rx_sw = "sw2"
     nodes += [{"name": f"r{i}", "kind": "host"} for i in range(n_rx)]
-    links += [{"a": f"r{i}", "b": rx_sw, "rate": fast, "delay": "10us", "buffer": "200pkt"} for i in range(n_rx)]
+    links += [
+        {"a": f"r{i}", "b": rx_sw, "rate": fast, "delay": "10us", "buffer": "200pkt"} for i in range(n_rx)
+    ]
     topo = Explicit.model_validate({"kind": "explicit", "nodes": nodes, "links": links})
     del topo  # validated here; the scenario keeps the dict
     purchase = Purchase(name="tenant", guarantee=g.guarantee, weight=g.weight)
@@ -249,7 +257,9 @@ def gaming_setup(g: GamingCfg, k: int, seed: int, window_ns: int, transport: dic
     for i, v in enumerate(vms):
         for j in range(k if i == 0 else 1):
             start = int(rng.integers(0, 1_000_000))  # 0-1 ms, from the seed
-            flows.append({"id": f"{v.id}.{j}", "src": v.host, "dst": f"r{r}", "vm": v.id, "start": f"{start}ns"})
+            flows.append(
+                {"id": f"{v.id}.{j}", "src": v.host, "dst": f"r{r}", "vm": v.id, "start": f"{start}ns"}
+            )
             r += 1
     dur = g.duration
     base = {

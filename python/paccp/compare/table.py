@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -56,7 +57,10 @@ def fct_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[str]
             f = v["fct"]
             if not f["all"]["flows"]:
                 continue
-            cells = [f"{_pm(f[g]['mean_ms'], '{:.2f}')} / {_pm(f[g]['p99_ms'], '{:.2f}')}" for g in ("small", "medium", "big")]
+            cells = [
+                f"{_pm(f[g]['mean_ms'], '{:.2f}')} / {_pm(f[g]['p99_ms'], '{:.2f}')}"
+                for g in ("small", "medium", "big")
+            ]
             rows.append([s, c, *cells, str(f["all"]["unfinished"])])
     return header, rows
 
@@ -92,8 +96,12 @@ def _md(header: list[str], rows: list[list[str]]) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     """All tables of a comparison as markdown."""
-    parts = [f"# {doc['title']}\n", f"Scenario `{doc['scenario_file']}`, seeds {doc['seeds']}"
-             + (" (--quick)" if doc.get("quick") else "") + f", prices in {doc['currency']} per VM-hour.\n"]  # fmt: skip
+    parts = [
+        f"# {doc['title']}\n",
+        f"Scenario `{doc['scenario_file']}`, seeds {doc['seeds']}"
+        + (" (--quick)" if doc.get("quick") else "")
+        + f", prices in {doc['currency']} per VM-hour.\n",
+    ]
     for p in doc["points"]:
         parts.append(f"\n## {p}\n")
         parts.append(_md(*score_rows(doc, p)))
@@ -108,3 +116,26 @@ def markdown(doc: dict[str, Any]) -> str:
             f"each buying G = {g['guarantee_bps'] / 1e6:g} Mb/s, W = {g['weight']:g})\n\n" + _md(h, rows)
         )
     return "".join(parts)
+
+
+def html_tables(
+    doc: dict[str, Any],
+    table: Callable[[Sequence[str], Sequence[Sequence[str]]], str],
+    esc: Callable[[Any], str],
+) -> str:
+    """The comparison's tables for ``paccp report`` (its own table and escaping helpers)."""
+    parts = [
+        f"<p class='small'>{esc(doc.get('scenario_file', ''))}, seeds {esc(doc.get('seeds'))}"
+        f"{' (--quick)' if doc.get('quick') else ''}, prices in {esc(doc.get('currency'))} per VM-hour</p>"
+    ]
+    for p in doc["points"]:
+        parts.append(f"<h3>{esc(p)}</h3>")
+        h, rows = score_rows(doc, p)
+        parts.append(table(h, [[esc(c) for c in r] for r in rows]))
+        h, rows = fct_rows(doc, p)
+        if rows:
+            parts.append("<p class='small'>FCT (ms)</p>" + table(h, [[esc(c) for c in r] for r in rows]))
+    h, rows = gaming_rows(doc)
+    if rows:
+        parts.append("<h3>Gaming</h3>" + table(h, [[esc(c) for c in r] for r in rows]))
+    return "\n".join(parts)

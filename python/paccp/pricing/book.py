@@ -217,7 +217,7 @@ class PriceBook(BaseModel):
     vbp: VBPBook | None = None
     fbp: FBPBook | None = None
     softbw: SoftBWBook | None = None
-    # MPTCP BG/WC (used by `paccp compare`): the VBP form on (B_g, A_l): P0 + P1 (A_l - 1) + P2 B_g per VM-hour
+    # MPTCP BG/WC (used by `paccp compare`): the VBP form on (B_g, A_l), P0 + P1 (A_l - 1) + P2 B_g per hour
     mptcp_bgwc: VBPBook | None = None
     buy: BuyGrid = BuyGrid()
 
