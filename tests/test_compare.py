@@ -172,7 +172,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
         (good.replace('kind = "longlived"', 'kind = "poisson"'), "compare.traffic.kind"),
         (good.replace('hosts = ["s0", "s1"]', 'hosts = ["s9"]'), "unknown host 's9'"),
         (good.replace("k = [1, 4, 16]", "k = [4, 16]"), "k must include 1"),
-        (good.replace("starts = [0, 0, 0.33, 0.67]", "starts = [0, 1.5]"), "fraction of the run"),
+        (good.replace("starts = [0, 0, 0.5, 0.75]", "starts = [0, 1.5]"), "fraction of the run"),
         (good.replace("per_host = 4\n", "per_host = 4\nracks = 2\n"), "compare.vms.racks"),
         (
             good.replace(

@@ -10,9 +10,13 @@ size, start and completion time, and the bytes sent by the scored channels. An M
 Scores of one run (:func:`score_run`), all after the warm-up:
 
 - **guarantee failure** of a VM with G > 0: the share of its demanding windows in which it got less than
-  0.95 x G x payload/packet (1460/1500: a guarantee on the wire delivers that much payload);
-- **utilisation**: bytes sent by the scored channels (``host_nic``: host to switch; ``fabric``: switch to
-  switch) / their capacity over the run, mean over the channels that carried traffic;
+  0.95 x G x payload/packet (1460/1500: a guarantee on the wire delivers that much payload); also over
+  the *feasible* windows only, those in which the guarantees of the demanding VMs of its host sum to at
+  most the host's NIC rate (an over-committed host cannot meet them all; a fabric link can still be the
+  cause of a failure in a feasible window);
+- **utilisation**: bytes sent by the scored channels (``host_nic``: VM host to switch; ``host_in``: switch
+  to VM host; ``fabric``: switch to switch) / their capacity over the run, mean over the channels that
+  carried traffic;
 - **spare**: a VM's mean rate above its (payload) guarantee over its backlogged windows; per class, its
   share of the classes' summed per-VM spare / its share of the summed weights: 1 is the policy's target
   (the spare shared in proportion to the weights), 0 = got no spare;
@@ -43,6 +47,9 @@ if TYPE_CHECKING:
     from paccp.pricing.book import PriceBook
     from paccp.sweep import Point
 
+#: Version of what :func:`evaluate` returns: part of the cache directory (``DIR/cache-m<N>``), so results
+#: measured by an older version are never reused.
+MEASURE_VERSION = 2
 FAIL_TOLERANCE = 0.95
 UNBOUNDED = 1e15  # backlog of a long-lived connection (bytes)
 
@@ -109,9 +116,7 @@ def evaluate(point: Point) -> dict[str, Any]:
             conn_rows.append([vm, int(c["size"]), int(c["start"]), fct])
     host_set = set(hosts(sc.topology))
     channels = [
-        [ch["from"], ch["to"], int(ch["rate_bps"]), int(ch["tx_bytes"])]
-        for ch in res.channels.to_pylist()
-        if ch["from"] in host_set or ch["to"] not in host_set
+        [ch["from"], ch["to"], int(ch["rate_bps"]), int(ch["tx_bytes"])] for ch in res.channels.to_pylist()
     ]
     return {
         "params": point.params,
@@ -136,29 +141,43 @@ def _first_window(raw: dict[str, Any]) -> int:
 
 
 def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
-    """Per VM: demanding/failed windows, mean rate, rate and spare over its backlogged windows."""
+    """Per VM: demanding/failed windows (all, and where its host's NIC could carry the guarantees of its
+    demanding VMs), mean rate, rate and spare over its backlogged windows."""
     w = raw["window_ns"]
     k0 = _first_window(raw)
     last = raw["duration_ns"] // w
+    n = max(0, last - k0)
     pf = (raw["mtu"] - raw["header"]) / raw["mtu"]
-    out: dict[str, dict[str, Any]] = {}
+    hosts = set(raw["hosts"])
+    nic: dict[str, int] = defaultdict(int)
+    for a, _b, rate, _tx in raw["channels"]:
+        if a in hosts:
+            nic[a] += rate
+    arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    sold: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
     for v in setup.vms:
         m = raw["vms"].get(v.id)
         g_bps = v.purchase.guarantee
-        if m is None:
-            out[v.id] = {"rate_bps": 0.0, "busy_rate_bps": None, "spare_bps": None, "demand": 0, "fail": 0}
-            continue
-        got = np.asarray(m["got"], dtype=np.float64)[k0:last] * 8e9 / w
-        back = np.asarray(m["backlog"], dtype=np.float64)[k0:last]
+        got = np.asarray(m["got"], dtype=np.float64)[k0:last] * 8e9 / w if m is not None else np.zeros(n)
+        back = np.asarray(m["backlog"], dtype=np.float64)[k0:last] if m is not None else np.zeros(n)
+        demand = back >= g_bps * w / 8e9 if g_bps > 0 else np.zeros(n, dtype=bool)
+        arrays[v.id] = (got, back, demand)
+        sold[v.host] = sold[v.host] + np.where(demand, g_bps, 0)
+    out: dict[str, dict[str, Any]] = {}
+    for v in setup.vms:
+        got, back, demand = arrays[v.id]
+        g_bps = v.purchase.guarantee
         busy = back > 0
-        demand = back >= g_bps * w / 8e9 if g_bps > 0 else np.zeros_like(busy)
         fail = demand & (got < FAIL_TOLERANCE * g_bps * pf)
+        feasible = sold[v.host] <= nic.get(v.host, 0)
         out[v.id] = {
             "rate_bps": float(got.mean()) if got.size else 0.0,
             "busy_rate_bps": float(got[busy].mean()) if busy.any() else None,
             "spare_bps": float(np.maximum(0.0, got[busy] - g_bps * pf).mean()) if busy.any() else None,
             "demand": int(demand.sum()),
             "fail": int(fail.sum()),
+            "demand_feasible": int((demand & feasible).sum()),
+            "fail_feasible": int((fail & feasible).sum()),
         }
     return out
 
@@ -204,17 +223,24 @@ def score_run(
             "host": v.host,
             **r,
             "fail_share": (r["fail"] / r["demand"]) if r["demand"] else None,
+            "fail_share_feasible": (r["fail_feasible"] / r["demand_feasible"])
+            if r["demand_feasible"]
+            else None,
             "paid_per_hour": float(price),
         }
     classes: dict[str, Any] = {}
     for name in dict.fromkeys(v.purchase.name for v in setup.vms):
         members = [per_vm[v.id] for v in setup.vms if v.purchase.name == name]
         demand = sum(m["demand"] for m in members)
+        dfeas = sum(m["demand_feasible"] for m in members)
         busy = [m["busy_rate_bps"] for m in members if m["busy_rate_bps"] is not None]
         spare = [m["spare_bps"] for m in members if m["spare_bps"] is not None]
         classes[name] = {
             "vms": len(members),
             "fail_share": (sum(m["fail"] for m in members) / demand) if demand else None,
+            "fail_share_feasible": (sum(m["fail_feasible"] for m in members) / dfeas) if dfeas else None,
+            "demand_windows": demand,
+            "feasible_windows": dfeas,
             "rate_bps": float(np.mean([m["rate_bps"] for m in members])),
             "got_bps": float(np.mean(busy)) if busy else None,
             "spare_bps": float(np.mean(spare)) if spare else None,
@@ -258,7 +284,12 @@ def _utilisation(raw: dict[str, Any], scored: str, vm_hosts: set[str]) -> dict[s
     dur = raw["duration_ns"] / 1e9
     utils = []
     for a, b, rate, tx in raw["channels"]:
-        pick = (a in vm_hosts) if scored == "host_nic" else (a not in hosts and b not in hosts)
+        if scored == "host_nic":
+            pick = a in vm_hosts
+        elif scored == "host_in":
+            pick = b in vm_hosts
+        else:
+            pick = a not in hosts and b not in hosts
         if pick and tx > 0:
             utils.append(tx * 8 / (rate * dur))
     if not utils:

@@ -1,7 +1,7 @@
 """``paccp compare``: run every scheme on the same setup, score, aggregate over seeds, write the outputs.
 
 Runs go through the sweep machinery (:func:`paccp.sweep.run_points`: local process pool or Ray, a result
-cache in ``DIR/cache`` keyed by the engine input, a progress bar). Outputs in DIR: ``compare.json`` (and the
+cache in ``DIR/cache-m<N>/cache`` keyed by the engine input, N the measurement version, a progress bar). Outputs in DIR: ``compare.json`` (and the
 same document as ``summary.json``, which ``paccp report`` renders), ``table.md``, ``runs.csv`` (one row per
 scheme, point, seed and class) and one PNG per score (schemes side by side).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paccp.compare.measure import evaluate, gaming_rates, score_run
+from paccp.compare.measure import MEASURE_VERSION, evaluate, gaming_rates, score_run
 from paccp.compare.schemes import SCHEMES, Scheme
 from paccp.compare.setup import Setup, build_setup, gaming_setup
 from paccp.compare.spec import Spec, book_path, load_spec
@@ -107,7 +107,7 @@ def run_compare(
     out.mkdir(parents=True, exist_ok=True)
     raws = run_points(
         [j.sweep_point for j in jobs],
-        out,
+        out / f"cache-m{MEASURE_VERSION}",
         executor=executor,
         workers=workers,
         address=address,
@@ -221,6 +221,7 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
             key: mc([r[key] for r in rows])
             for key in (
                 "fail_share",
+                "fail_share_feasible",
                 "rate_bps",
                 "got_bps",
                 "spare_bps",
@@ -232,6 +233,8 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
             )
         }
         cls["vms"] = rows[0]["vms"]
+        cls["demand_windows"] = sum(r["demand_windows"] for r in rows)
+        cls["feasible_windows"] = sum(r["feasible_windows"] for r in rows)
         cls["fct"] = {
             g: {
                 "mean_ms": mc([r["fct"][g]["mean_ms"] for r in rows]),
@@ -248,6 +251,7 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
             "class": vals[0]["class"],
             "host": vals[0]["host"],
             "fail_share": mc([v["fail_share"] for v in vals])["mean"],
+            "fail_share_feasible": mc([v["fail_share_feasible"] for v in vals])["mean"],
             "rate_bps": mc([v["rate_bps"] for v in vals])["mean"],
             "got_bps": mc([v["busy_rate_bps"] for v in vals])["mean"],
             "paid_per_hour": mc([v["paid_per_hour"] for v in vals])["mean"],

@@ -10,7 +10,7 @@ A comparison file is an ordinary scenario (``[run]``, ``[transport]``, ``[topolo
     title = "SoftBW's over-committed hosts"
     seeds = [1, 2, 3]
     window = "5ms"                 # guarantee check window (= the flow sample interval)
-    bottlenecks = "host_nic"       # channels whose utilisation is scored: host_nic | fabric
+    bottlenecks = "host_nic"       # channels whose utilisation is scored: host_nic | host_in | fabric
     book = "pricebooks/default.toml"   # optional; relative to the repository root or this file
 
     [[compare.purchases]]          # classes of service a tenant VM can buy
@@ -161,7 +161,7 @@ class CompareCfg(_M):
     title: str = ""
     seeds: list[int] = Field(default_factory=lambda: [1], min_length=1, max_length=100)
     window: Duration = Field(default=5_000_000, gt=0)
-    bottlenecks: Literal["host_nic", "fabric"] = "fabric"
+    bottlenecks: Literal["host_nic", "host_in", "fabric"] = "fabric"
     book: str | None = None
     purchases: list[Purchase] = Field(min_length=1, max_length=16)
     vms: VmsCfg = VmsCfg()

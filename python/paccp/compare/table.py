@@ -20,7 +20,7 @@ def score_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[st
     classes = [p["name"] for p in doc["purchases"]]
     guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
     header = ["scheme"]
-    header += [f"fail {c} %" for c in guaranteed]
+    header += [f"fail {c} % (feasible)" for c in guaranteed]
     header += ["util %"]
     header += [f"spare {c}" for c in classes]
     header += [f"got {c} Mb/s" for c in classes]
@@ -35,7 +35,11 @@ def score_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[st
             continue
         cl = r["classes"]
         row = [s]
-        row += [_pm(cl.get(c, {}).get("fail_share"), "{:.1f}", 100) for c in guaranteed]
+        row += [
+            f"{_pm(cl.get(c, {}).get('fail_share'), '{:.1f}', 100)} "
+            f"({_pm(cl.get(c, {}).get('fail_share_feasible'), '{:.1f}', 100)})"
+            for c in guaranteed
+        ]
         row += [_pm(r["utilisation"], "{:.1f}", 100)]
         row += [_pm(cl.get(c, {}).get("spare_vs_target")) for c in classes]
         row += [_pm(cl.get(c, {}).get("got_bps"), "{:.0f}", 1e-6) for c in classes]
