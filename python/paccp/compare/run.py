@@ -1,9 +1,10 @@
 """``paccp compare``: run every scheme on the same setup, score, aggregate over seeds, write the outputs.
 
 Runs go through the sweep machinery (:func:`paccp.sweep.run_points`: local process pool or Ray, a result
-cache in ``DIR/cache-m<N>/cache`` keyed by the engine input, N the measurement version, a progress bar). Outputs in DIR: ``compare.json`` (and the
-same document as ``summary.json``, which ``paccp report`` renders), ``table.md``, ``runs.csv`` (one row per
-scheme, point, seed and class) and one PNG per score (schemes side by side).
+cache in ``DIR/cache-m<N>/cache`` keyed by the engine input, N the measurement version, a progress bar).
+Outputs in DIR: ``compare.json`` (and the same document as ``summary.json``, which ``paccp report``
+renders), ``table.md``, ``runs.csv`` (one row per scheme, point, seed and class) and one PNG per score
+(schemes side by side).
 """
 
 from __future__ import annotations
