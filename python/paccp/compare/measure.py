@@ -26,6 +26,8 @@ Scores of one run (:func:`score_run`), all after the warm-up:
   backlogged windows; per class, (got / got_ref) / (paid / paid_ref) (1 = consistent, < 1 = pays more than
   it gets relative to the reference class, the one with the smallest weight, then guarantee; None when the
   reference pays nothing);
+- **shuffle** (MapReduce points): each job's shuffle time (its last flow's finish - its submission), mean
+  per job class of :mod:`paccp.mapreduce` (jobs of every class, all their VMs);
 - **gaming** (gaming runs): the gamer VM's mean rate after the warm-up with k flows, divided by what a VM
   gets on average when every VM has one flow (k = 1, same seed): the mean over the VMs, not the gamer's
   own k = 1 rate, which Reno's unfairness between single flows makes noisy.
@@ -49,7 +51,7 @@ if TYPE_CHECKING:
 
 #: Version of what :func:`evaluate` returns: part of the cache directory (``DIR/cache-m<N>``), so results
 #: measured by an older version are never reused.
-MEASURE_VERSION = 2
+MEASURE_VERSION = 3
 FAIL_TOLERANCE = 0.95
 UNBOUNDED = 1e15  # backlog of a long-lived connection (bytes)
 
@@ -100,7 +102,7 @@ def evaluate(point: Point) -> dict[str, Any]:
     backlog: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
     starts = np.arange(n_win, dtype=np.int64) * w
     conn_rows = []
-    for c in conns.values():
+    for cid, c in conns.items():
         vm = c["vm"]
         got[vm] += c["acked"]
         finish = c["finish"] if c["done"] else None
@@ -113,7 +115,7 @@ def evaluate(point: Point) -> dict[str, Any]:
         backlog[vm] += np.where(whole, rem, 0.0)
         if c["size"] is not None:
             fct = (finish - c["start"]) if finish is not None else None
-            conn_rows.append([vm, int(c["size"]), int(c["start"]), fct])
+            conn_rows.append([vm, int(c["size"]), int(c["start"]), fct, cid])
     host_set = set(hosts(sc.topology))
     channels = [
         [ch["from"], ch["to"], int(ch["rate_bps"]), int(ch["tx_bytes"])] for ch in res.channels.to_pylist()
@@ -202,7 +204,7 @@ def score_run(
     run_h = raw["duration_ns"] / 3.6e12
     flow_h: dict[str, float] = defaultdict(float)
     extra_h: dict[str, float] = defaultdict(float)
-    for vm, _size, start, fct in raw["conns"]:
+    for vm, _size, start, fct, _id in raw["conns"]:
         end = start + fct if fct is not None else raw["duration_ns"]
         flow_h[vm] += max(0, end - start) / 3.6e12
     for f in setup.flows:  # long-lived connections last from their start to the end of the run
@@ -270,7 +272,20 @@ def score_run(
         "reference_class": ref,
         "fail_share": (sum(m["fail"] for m in fails) / sum(m["demand"] for m in fails)) if fails else None,
         "utilisation": _utilisation(raw, scored, {v.host for v in setup.vms}),
+        "shuffle": _shuffle(raw, setup),
     }
+
+
+def _shuffle(raw: dict[str, Any], setup: Setup) -> dict[str, Any] | None:
+    """MapReduce points: job shuffle times (:func:`paccp.mapreduce.summarize`, without the CDF)."""
+    if not setup.jobs:
+        return None
+    from paccp import mapreduce as mr
+
+    finish = {cid: (start + fct if fct is not None else None) for _vm, _s, start, fct, cid in raw["conns"]}
+    summary = mr.summarize(mr.shuffle_results(setup.jobs, finish))
+    summary.pop("cdf", None)
+    return summary
 
 
 def _ns(text: str) -> int:
@@ -301,7 +316,7 @@ def _fct(raw: dict[str, Any], setup: Setup, cls: str) -> dict[str, Any]:
     vm_class = {v.id: v.purchase.name for v in setup.vms}
     groups: dict[str, list[float]] = defaultdict(list)
     unfinished: dict[str, int] = defaultdict(int)
-    for vm, size, start, fct in raw["conns"]:
+    for vm, size, start, fct, _id in raw["conns"]:
         if vm_class.get(vm) != cls or start < raw["warmup_ns"]:
             continue
         sc = size_class(size) or "big"

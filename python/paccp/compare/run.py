@@ -211,6 +211,7 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
         "utilisation": mc([r["utilisation"]["mean"] for r in runs]),
         "utilisation_max": mc([r["utilisation"]["max"] for r in runs]),
         "reference_class": runs[0]["reference_class"],
+        "shuffle": _shuffle(runs),
         "classes": {},
         "per_vm": {},
     }
@@ -257,6 +258,18 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
             "got_bps": mc([v["busy_rate_bps"] for v in vals])["mean"],
             "paid_per_hour": mc([v["paid_per_hour"] for v in vals])["mean"],
         }
+    return out
+
+
+def _shuffle(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Mean shuffle time per job class over seeds (None outside MapReduce points)."""
+    if runs[0].get("shuffle") is None:
+        return None
+    out: dict[str, Any] = {"jobs_unfinished": sum(r["shuffle"]["jobs_unfinished"] for r in runs)}
+    out["all"] = mean_ci([r["shuffle"]["all"]["mean_s"] for r in runs])
+    for c in ("small", "medium", "large"):
+        out[c] = mean_ci([r["shuffle"]["by_class"][c]["mean_s"] for r in runs])
+        out[f"{c}_jobs"] = runs[0]["shuffle"]["by_class"][c]["n"]
     return out
 
 

@@ -69,6 +69,20 @@ def fct_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[str]
     return header, rows
 
 
+def shuffle_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[str]]]:
+    """MapReduce: mean job shuffle time (ms) per job class, one row per scheme."""
+    header = ["scheme", "all jobs", "small", "medium", "large", "unfinished jobs"]
+    rows = []
+    for s in doc["schemes"]:
+        r = doc["results"].get(point, {}).get(s)
+        if r is None or not r.get("shuffle"):
+            continue
+        sh = r["shuffle"]
+        cells = [_pm(sh[c], "{:.1f}", 1e3) for c in ("all", "small", "medium", "large")]
+        rows.append([s, *cells, str(sh["jobs_unfinished"])])
+    return (header, rows) if rows else ([], [])
+
+
 def gaming_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Gaming: the gamer's rate with k flows / a VM's mean rate when all have one flow, per scheme."""
     g = doc.get("gaming")
@@ -112,6 +126,9 @@ def markdown(doc: dict[str, Any]) -> str:
         h, rows = fct_rows(doc, p)
         if rows:
             parts.append("\nFCT (ms):\n\n" + _md(h, rows))
+        h, rows = shuffle_rows(doc, p)
+        if rows:
+            parts.append("\nJob shuffle time (ms, mean per job class):\n\n" + _md(h, rows))
     h, rows = gaming_rows(doc)
     if rows:
         g = doc["gaming"]
@@ -139,6 +156,11 @@ def html_tables(
         h, rows = fct_rows(doc, p)
         if rows:
             parts.append("<p class='small'>FCT (ms)</p>" + table(h, [[esc(c) for c in r] for r in rows]))
+        h, rows = shuffle_rows(doc, p)
+        if rows:
+            parts.append(
+                "<p class='small'>job shuffle time (ms)</p>" + table(h, [[esc(c) for c in r] for r in rows])
+            )
     h, rows = gaming_rows(doc)
     if rows:
         parts.append("<h3>Gaming</h3>" + table(h, [[esc(c) for c in r] for r in rows]))
