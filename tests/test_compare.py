@@ -137,6 +137,8 @@ def test_leafspine_and_clos_quick(tmp_path: Path) -> None:
             assert _in_unit(res[s]["utilisation"]), (name, s)
             fct = res[s]["classes"]["BE"]["fct"]
             assert fct["small"]["flows"] > 0 and fct["small"]["p99_ms"]["mean"] > 0
+        if name == "clos":  # job shuffle times from the flow records (paccp.mapreduce)
+            assert res["tcp"]["shuffle"]["large"]["mean"] > res["tcp"]["shuffle"]["small"]["mean"] > 0
         # MPTCP BG/WC: either it ran, or the reason is stated (the engine's finite connections, issue 11)
         assert "mptcp-bgwc" in res or "finite connections" in doc["not_run"]["mptcp-bgwc"][point]
         assert "gaming" in doc and doc["gaming"]["results"]["tcp"]["16"]["gain"]["mean"] > 1.2

@@ -299,6 +299,29 @@ def checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
                     "holds": bool(gain is not None and gain <= 1.25),
                 }
             )
+    guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
+    for point, res in doc["results"].items():
+        base = res.get("tcp")
+        if base is None:
+            continue
+        for name in ("paccp-vbp", "softbw", "mptcp-bgwc"):
+            r = res.get(name)
+            if r is None:
+                continue
+            for c in guaranteed:
+                ours = r["classes"][c]["fail_share_feasible"]["mean"]
+                tcp = base["classes"][c]["fail_share_feasible"]["mean"]
+                if ours is None or tcp is None:
+                    continue
+                out.append(
+                    {
+                        "statement": f"{point}: {name} fails class {c}'s guarantee less often than plain TCP "
+                        "(feasible windows)",
+                        "paper": "the scheme sells guarantees; TCP does not",
+                        "ours": f"{100 * ours:.1f} % vs {100 * tcp:.1f} %",
+                        "holds": bool(ours < tcp),
+                    }
+                )
     return out
 
 
