@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
 Getter = Callable[[dict[str, Any], str], dict[str, Any] | None]
 
@@ -29,29 +30,37 @@ def _bars(
     fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(groups) * len(schemes)), 3.6))
     width = 0.8 / max(1, len(schemes))
     for i, s in enumerate(schemes):
-        xs, ys, es = [], [], []
+        xs, ys, lo, hi = [], [], [], []
         for gi, (_label, point, cls) in enumerate(groups):
+            x = gi + (i - (len(schemes) - 1) / 2) * width
             r = doc["results"].get(point, {}).get(s)
-            v = get(r, cls) if r is not None else None
+            if r is None:  # the scheme could not run this point: say so at its place
+                ax.text(x, 0, "not run", rotation=90, ha="center", va="bottom", fontsize=6, color=f"C{i}")
+                continue
+            v = get(r, cls)
             if v is None or v.get("mean") is None:
                 continue
-            xs.append(gi + (i - (len(schemes) - 1) / 2) * width)
-            ys.append(v["mean"] * scale)
-            es.append((v.get("ci95") or 0.0) * scale)
-        ax.bar(xs, ys, width, yerr=es, capsize=2, label=s)
+            y, e = v["mean"] * scale, (v.get("ci95") or 0.0) * scale
+            xs.append(x)
+            ys.append(y)
+            lo.append(min(e, y))  # every score is >= 0: the CI bar stops at 0
+            hi.append(e)
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=s, color=f"C{i}")
     if hline is not None:
         ax.axhline(hline, color="k", lw=0.8, ls=":")
     ax.set_xticks(range(len(groups)), [g[0] for g in groups], fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, ncol=min(len(schemes), 6))
+    handles = [Patch(color=f"C{i}", label=s) for i, s in enumerate(schemes)]  # also for schemes not run
+    ax.legend(handles=handles, fontsize=7, ncol=min(len(schemes), 6))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def plot_all(doc: dict[str, Any], out: Path) -> None:
-    """guarantee.png, utilisation.png, spare.png, fct.png, consistency.png, paid_got.png, gaming.png."""
+    """guarantee.png, utilisation.png, spare.png, fct.png, got.png, paid.png, consistency.png, gaming.png,
+    and shuffle.png for MapReduce points."""
     classes = [p["name"] for p in doc["purchases"]]
     guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
     pts = doc["points"]
@@ -124,6 +133,17 @@ def plot_all(doc: dict[str, Any], out: Path) -> None:
         out / "consistency.png",
         hline=1.0,
     )
+    if any((r or {}).get("shuffle") for res in doc["results"].values() for r in res.values()):
+        groups = [(f"{c} jobs", p, c) for p in pts for c in ("all", "small", "medium", "large")]
+        _bars(
+            doc,
+            groups,
+            lambda r, c: (r.get("shuffle") or {}).get(c) if r else None,
+            "ms",
+            "MapReduce: mean job shuffle time",
+            out / "shuffle.png",
+            1e3,
+        )
     g = doc.get("gaming")
     if g and g["results"]:
         schemes = [s for s in doc["schemes"] if s in g["results"]]
@@ -134,10 +154,11 @@ def plot_all(doc: dict[str, Any], out: Path) -> None:
             xs = [ki + (i - (len(schemes) - 1) / 2) * width for ki in range(len(ks))]
             ys = [g["results"][s][k]["gain"]["mean"] or 0.0 for k in ks]
             es = [g["results"][s][k]["gain"]["ci95"] or 0.0 for k in ks]
-            ax.bar(xs, ys, width, yerr=es, capsize=2, label=s)
+            lo = [min(e, y) for e, y in zip(es, ys, strict=True)]
+            ax.bar(xs, ys, width, yerr=[lo, es], capsize=2, label=s, color=f"C{doc['schemes'].index(s)}")
         ax.axhline(1.0, color="k", lw=0.8, ls=":")
         ax.set_xticks(range(len(ks)), [f"k = {k}" for k in ks])
-        ax.set_ylabel("rate with k flows / with 1")
+        ax.set_ylabel("rate with k flows / a VM's with 1")
         ax.set_title(f"Gaming: one of {g['vms']} VMs opens k flows, same purchase", fontsize=10)
         ax.legend(fontsize=7, ncol=min(len(schemes), 6))
         fig.tight_layout()
