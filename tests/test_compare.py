@@ -86,6 +86,20 @@ def test_each_scheme_prices_by_its_own_book_section() -> None:
 # the shipped scenarios at --quick
 
 
+def test_shipped_comparison_files_validate_at_full_size() -> None:
+    from paccp.compare.run import _point
+    from paccp.compare.setup import build_setup
+    from paccp.compare.spec import load_spec
+
+    files = sorted((REPO / "scenarios").glob("compare-*.toml"))
+    assert {p.name for p in files} == {p.name for p in SCENARIOS.values()}
+    for p in files:
+        spec = load_spec(p)
+        setup = build_setup(spec, spec.cfg.points[0], spec.cfg.seeds[0])
+        for name in ("paccp-vbp", "softbw", "tcp"):  # every VM, flow and guarantee resolved for the engine
+            _point(SCHEMES[name], setup, {}, str(p))
+
+
 def _compare(tmp_path: Path, name: str, schemes: str | None = None) -> dict[str, Any]:
     out = tmp_path / name
     args = ["compare", str(SCENARIOS[name]), "--quick", "--out", str(out)]
