@@ -373,8 +373,10 @@ def exp_prio(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
     """Strictness of the htb priority: two BG-only senders wanting the whole link each vs a WC sender."""
     servers = [
         # s3 opens its connection and WC subflow first: a join SYN marked WC could wait behind BG
-        Server("s1", rate_bps, 1, wc=False, start_s=0.5),
-        Server("s2", rate_bps, 1, wc=False, start_s=0.5),
+        # four BG-only connections each: two Reno flows alone let the 2 ms switch queue run empty after
+        # their (now Reno-like) window halvings, and WC rightly takes those idle moments
+        Server("s1", rate_bps, 1, wc=False, start_s=0.5, conns=4),
+        Server("s2", rate_bps, 1, wc=False, start_s=0.5, conns=4),
         Server("s3", 8000, 1),
     ]
     # measure once the BG senders (started 0.5 s late) have had 2 s to fill the link
