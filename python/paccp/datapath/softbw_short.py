@@ -335,8 +335,9 @@ def exp_short(
         "bulk_flows": {"v2": BULK_FLOWS[0], "v3": BULK_FLOWS[1]},
         "ratelimit": {
             "update_s": UPDATE_S,
+            "achieved_interval_ms": runs["ratelimit"].get("limiter_interval_ms"),
             "idle_floor_share": FLOOR,
-            "note": "a stand-in for ElasticSwitch",
+            "note": "a stand-in for ElasticSwitch; its port utilisation below 1 is the limits lagging demand",
         },
         "fct": st,
         "runs": runs,
