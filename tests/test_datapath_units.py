@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from paccp.datapath import core, mptcp_testbed, softbw
@@ -72,3 +74,28 @@ def test_simulator_column_same_setup() -> None:
     sb = sim_predict.softbw([1, 4, 8], 45_000_000, 100_000_000, 48_448, scheduler=True, duration_s=0.6)
     rates = list(sb["mbps"].values())
     assert len(rates) == 3 and max(rates) / min(rates) < 1.2, sb
+
+
+def test_testbed_usage_records_validate() -> None:
+    """Testbed windows become usage records of PACCP's schema: BG as mrg at the guarantee, WC as be."""
+    from paccp.datapath import testbed_usage as tu
+
+    w = tu.Window(1_700_000_000_000_000_000, 1_700_000_010_000_000_000)  # 10 s
+    recs = tu.mptcp_records("mptcp-bg", "tuned", w, {"s1": 35_000_000}, {"s1": 32e6}, {"s1": 4e6})
+    bg, wc = recs
+    assert (bg.cos, bg.theta_bps, bg.guarantee, bg.bytes) == ("mrg", 35_000_000, "strict", 40_000_000)
+    assert (wc.cos, wc.theta_bps, wc.bytes, wc.flow_id) == ("be", 0, 5_000_000, "s1/wc")
+    sb = tu.softbw_records("softbw-share", "1-4-softbw", w, 45_000_000, {"v1": 47e6, "v2": 48e6})
+    fifo = tu.softbw_records("softbw-share", "1-4-fifo", w, None, {"v1": 6e6})
+    assert [r.cos for r in sb + fifo] == ["mrg", "mrg", "be"]
+    assert len({r.record_id for r in recs + sb + fifo}) == 5
+
+
+def test_testbed_usage_file_roundtrip(tmp_path: Path) -> None:
+    from paccp.datapath import testbed_usage as tu
+    from paccp.usage import read_usage
+
+    w = tu.Window(1_700_000_000_000_000_000, 1_700_000_002_000_000_000)
+    recs = tu.softbw_records("softbw-share", "1-4-softbw", w, 45_000_000, {"v1": 47e6})
+    path = tu.write(tmp_path / "x", recs)
+    assert list(read_usage(path)) == recs

@@ -66,6 +66,14 @@ def test_bg_near_guarantee_wc_takes_spare(bgwc: None, tmp_path: Path) -> None:
     sim = s["simulator_mbps"]
     assert all(abs(sim[r["server"]]["bg"] / r["guarantee_mbps"] - 0.95) < 0.1 for r in s["servers"]), sim
     assert all(set(v) == set(mt.COUNTERS) for v in s["kernel_counters"].values()), s["kernel_counters"]
+    # usage records in PACCP's schema: BG (mrg at the guarantee) and WC (be) per server
+    from paccp.usage import read_usage
+
+    recs = list(read_usage(tmp_path / "usage.jsonl"))
+    assert len(recs) == 8 == s["usage_records"], recs
+    bg = {r.vm: r for r in recs if r.flow_id and r.flow_id.endswith("/bg")}
+    assert all(bg[r["server"]].theta_bps == round(r["guarantee_mbps"] * 1e6) for r in s["servers"]), bg
+    assert all(b.bytes * 8 / ((b.end_ns - b.start_ns) / 1e9) > 0.8 * b.theta_bps for b in bg.values()), bg
 
 
 def test_wc_follows_competition_level(bgwc: None, tmp_path: Path) -> None:
@@ -145,6 +153,9 @@ def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> Non
     assert sb["max_over_min_fulfilment"] < 1.25, sb
     assert be["max_over_min_fulfilment"] > 2 * sb["max_over_min_fulfilment"] - 1, (be, sb)
     assert softbw.status()["vms"] == []  # the run removed its VMs from the map
+    from paccp.usage import read_usage
+
+    assert [r.cos for r in read_usage(tmp_path / "usage.jsonl")] == ["mrg"] * 3 + ["be"] * 3
     assert not list(Path("/tmp").glob("*-softbw-counts.json*"))  # nor left the receiver's counts file
 
 

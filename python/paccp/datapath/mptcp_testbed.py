@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import mptcp, prio, sim_predict
+from paccp.datapath import mptcp, prio, sim_predict, testbed_usage
 from paccp.datapath.drive import CpuMeter, judge
 from paccp.datapath.testbed import Net, testbed
 from paccp.errors import EnvironmentUnsupported, UserError
@@ -128,6 +128,7 @@ class Result:
     # per server over the window: kernel counters of its namespace (nstat): RTOs, retransmitted
     # segments, subflows marked stale, MPTCP-level reinjections
     counters: dict[str, dict[str, int]] = field(default_factory=dict)
+    window: testbed_usage.Window | None = None  # the measured window, ns since the Unix epoch
 
 
 COUNTERS = ("TcpExtTCPTimeouts", "TcpRetransSegs", "MPTcpExtSubflowStale", "MPTcpExtMPTCPRetrans")
@@ -237,6 +238,7 @@ class _Snap:
     subflows: dict[str, tuple[dict[str, tuple[str, int]], float]]
     t: float
     counters: dict[str, dict[str, int]]
+    wall_ns: int
 
 
 def _snap(net: Net, names: list[str]) -> _Snap:
@@ -244,11 +246,11 @@ def _snap(net: Net, names: list[str]) -> _Snap:
     classes = {n: prio.class_bytes(net, n, "e0") for n in names}
     link = prio.class_bytes(net, "sw1", "e0")
     subflows = {n: (_subflows(net, n), time.monotonic()) for n in names}
-    return _Snap(classes, link, subflows, t, {n: _nstat(net, n) for n in names})
+    return _Snap(classes, link, subflows, t, {n: _nstat(net, n) for n in names}, time.time_ns())
 
 
 def _result(a: _Snap, b: _Snap, cpu: float | None) -> Result:
-    res = Result(cpu_busy=cpu)
+    res = Result(cpu_busy=cpu, window=testbed_usage.Window(a.wall_ns, b.wall_ns))
     dt = b.t - a.t
     for n in a.classes:
         g = _goodput(a.subflows[n][0], b.subflows[n][0], b.subflows[n][1] - a.subflows[n][1])
@@ -327,8 +329,11 @@ def _mbps(x: float) -> float:
     return round(x / 1e6, 2)
 
 
-def _write(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+def _write(out: Path, summary: dict[str, Any], records: list[Any] | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
+    if records is not None:
+        summary["usage_records"] = len(records)
+        testbed_usage.write(out, records)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
@@ -362,6 +367,14 @@ def _cmp(quantity: str, paper: Any, testbed_v: Any, sim: Any) -> dict[str, str]:
     """One row of the paper / testbed / simulator comparison."""
     return {"quantity": quantity, "paper": str(paper), "testbed": str(testbed_v),
             "simulator": "-" if sim is None else str(sim)}  # fmt: skip
+
+
+def usage(experiment: str, run: str, servers: list[Server], res: Result) -> list[Any]:
+    """The window's usage records (BG and WC per server), :mod:`paccp.datapath.testbed_usage`."""
+    if res.window is None:
+        return []
+    g = {s.name: s.guarantee_bps for s in servers}
+    return testbed_usage.mptcp_records(experiment, run, res.window, g, res.bg_bps, res.wc_bps)
 
 
 # --- experiments ----------------------------------------------------------------------------------------
@@ -499,7 +512,7 @@ def exp_bg(
         for s in main
     ]  # fmt: skip
     summary["checks"] = checks
-    return _write(out, summary)
+    return _write(out, summary, usage("mptcp-bg", "tuned", main, res))
 
 
 def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
@@ -513,6 +526,7 @@ def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
     ]
     windows = [(WARMUP_S, off[0]), (off[0] + 1.0, off[1]), (off[1] + WARMUP_S, off[1] + WARMUP_S + w)]
     before, during, after = run_windows(servers, rate_bps, windows)
+    records = [r for w in (before, during, after) for r in usage("mptcp-wc", "run", servers, w)]
     others = ["s1", "s3", "s4"]
     s2_before = before.bg_bps["s2"] + before.wc_bps["s2"]
     wc_gain = sum(during.wc_bps[n] - before.wc_bps[n] for n in others)
@@ -562,6 +576,7 @@ def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
             "a flow that pauses and restarts is not in the engine yet",
             "checks": checks,
         },
+        records,
     )
 
 
@@ -585,6 +600,7 @@ def exp_table3(
     table: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     compare: list[dict[str, str]] = []
+    records: list[Any] = []
     for r in rows:
         gs, als, paper = TABLE3[r]
         servers = [
@@ -593,6 +609,7 @@ def exp_table3(
             if g
         ]
         res = run(servers, rate_bps, duration_s)
+        records += usage("mptcp-table3", f"row{r + 1}", servers, res)
         sim = simulate(servers, rate_bps, sim_s, star=True)
         wc = [res.wc_bps[s.name] for s in servers]
         a_sum, wc_sum = sum(s.a_l for s in servers), sum(wc)
@@ -633,7 +650,7 @@ def exp_table3(
             }
         )
     summary = {"experiment": "mptcp-table3", "rate_bps": rate_bps, "rows": table, "compare": compare}
-    return _write(out, {**summary, "checks": checks})
+    return _write(out, {**summary, "checks": checks}, records)
 
 
 def exp_fair(
@@ -645,6 +662,7 @@ def exp_fair(
 ) -> dict[str, Any]:
     """Figs 14-15: S2 idle; S1 with N_c connections, S3 and S4 one each; policy 1:1:1 vs none."""
     runs, checks, compare = [], [], []
+    records: list[Any] = []
     for nc in conns:
         for policy in (True, False):
             servers = [
@@ -653,6 +671,7 @@ def exp_fair(
                 Server("s4", scaled(100e6, rate_bps), 1),
             ]
             res = run(servers, rate_bps, duration_s, policy=policy)
+            records += usage("mptcp-fair", f"nc{nc}-{'policy' if policy else 'none'}", servers, res)
             sim = simulate(servers, rate_bps, sim_s, policy=policy)
             wc = {s.name: res.wc_bps[s.name] for s in servers}
             compare.append(
@@ -702,7 +721,7 @@ def exp_fair(
                     }
                 )
     summary = {"experiment": "mptcp-fair", "rate_bps": rate_bps, "runs": runs, "compare": compare}
-    return _write(out, {**summary, "checks": checks})
+    return _write(out, {**summary, "checks": checks}, records)
 
 
 def require_mptcp() -> None:
