@@ -5,7 +5,7 @@ TCP and UDP. The slides do not give the timeline; ours: one 1 Gb/s sending host 
 3 VMs, each guaranteed B = 300 Mb/s. VM0 sends from t = 0 to the end; VM1 joins at T/5 and VM2 at 2T/5; VM1
 leaves at 3T/5 and VM2 at 4T/5 (T = 2 s, 1 s with ``--quick``). Traffic per VM: ``tcp`` = one TCP Reno
 flow, or ``udp`` = one constant-rate flow at 600 Mb/s (above B: the VMs contend), without host back-pressure
-(what does not fit the host queue is dropped; a sender blocked by back-pressure would catch up in bursts later).
+(what does not fit the host queue is dropped; a blocked sender would catch up in bursts later).
 A leaving TCP VM's flow carries the bytes of an equal share of the port until its leave time, a UDP one its
 rate's bytes (it stops sending at the leave time); the event is when its last byte arrives (the end of its
 last 1 ms sample with traffic).
