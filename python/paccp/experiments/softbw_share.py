@@ -181,6 +181,28 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
                 spread <= 0.05,
             )
         )
+        es2 = get[(2, "elasticswitch")]["rate_bps"]
+        checks.append(
+            _check(
+                f"[{fabric}] 2 VMs: the ElasticSwitch-style limiters also give each at least 450 Mb/s",
+                "guarantees met (sufficient bandwidth)",
+                " / ".join(f"{r / 1e6:.0f}" for r in es2) + " Mb/s",
+                min(es2) >= B_BPS,
+            )
+        )
+        es3 = get[(3, "elasticswitch")]["fulfilment"]
+        es_spread = max(es3) / min(es3) - 1 if min(es3) > 0 else float("inf")
+        side = "; ".join(
+            f"{sch} " + " / ".join(f"{r / 1e6:.0f}" for r in get[(3, sch)]["rate_bps"]) for sch in SCHEMES
+        )
+        checks.append(
+            _check(
+                f"[{fabric}] 3 VMs (1, 2, 4 flows): ElasticSwitch-style limiters not fair (spread > 5 %)",
+                "ES fails to achieve fairness",
+                f"spread {es_spread:.1%} (Mb/s: {side})",
+                es_spread > 0.05,
+            )
+        )
         be = get[(3, "best_effort")]["rate_bps"]
         checks.append(
             _check(
