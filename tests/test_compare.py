@@ -58,6 +58,11 @@ def test_each_scheme_maps_the_same_purchase_to_its_own_parameters() -> None:
     assert mp["scheme"]["competition_levels"] == {"vm0": 2, "vm1": 2}
     assert [v["theta"] for v in mp["vms"]] == [300_000_000, MPTCP_MIN_BG_BPS]
     assert "cc" not in mp
+    rl = SCHEMES["ratelimit"].build(st)
+    assert rl["scheme"] == {
+        "kind": "elasticswitch",
+        "guarantees": {"vm0": 300_000_000, "vm1": MPTCP_MIN_BG_BPS},
+    }
     assert SCHEMES["tcp"].build(st)["cc"] == {"kind": "reno"}
     assert softbw_kind(BE) == "best_effort" and softbw_kind(DS) == "fair" and softbw_kind(MRG) == "strict"
     assert competition_level(Purchase(name="x", weight=2.6)) == 3
@@ -73,6 +78,8 @@ def test_each_scheme_prices_by_its_own_book_section() -> None:
     fbp = SCHEMES["paccp-fbp"].price(book, vm, use)  # two flow-hours of an MRG upgrade in one hour
     assert fbp == book.vbp.p0 + 2 * (book.fbp.p0s + book.fbp.p1s + book.fbp.p2s * 2)
     assert SCHEMES["tcp"].price(book, vm, use) == book.vbp.p0
+    assert book.ratelimit is not None
+    assert SCHEMES["ratelimit"].price(book, vm, use) == book.ratelimit.p0 + book.ratelimit.p2 * 2
     mp = SCHEMES["mptcp-bgwc"].price(book, vm, use)
     assert mp == book.mptcp_bgwc.p0 + book.mptcp_bgwc.p1 + book.mptcp_bgwc.p2 * 2
     sb = SCHEMES["softbw"].price(book, vm, use)  # strict 2 Gb/s at r = 3: 2 (1 + 2/10) P0 + 1 (1/10) P1
@@ -133,7 +140,7 @@ def test_overcommit_quick_gaming_discriminates(tmp_path: Path) -> None:
     assert checks["plain TCP rewards flow count"] is True
     assert checks["softbw is VM-level"] is True
     r = doc["results"]["2x"]
-    for s in ("paccp-vbp", "paccp-fbp", "softbw", "mptcp-bgwc", "tcp"):
+    for s in ("paccp-vbp", "paccp-fbp", "softbw", "mptcp-bgwc", "ratelimit", "tcp"):
         assert _in_unit(r[s]["fail_share"]) and _in_unit(r[s]["utilisation"])
         assert r[s]["utilisation"]["mean"] > 0.9  # long-lived flows keep the NICs busy under every scheme
         assert set(r[s]["classes"]) == {"gold", "silver"}
@@ -147,7 +154,7 @@ def test_leafspine_and_clos_quick(tmp_path: Path) -> None:
         doc = _compare(tmp_path, name)
         point = doc["points"][0]
         res = doc["results"][point]
-        for s in ("paccp-vbp", "paccp-fbp", "softbw", "tcp"):
+        for s in ("paccp-vbp", "paccp-fbp", "softbw", "ratelimit", "tcp"):
             assert _in_unit(res[s]["utilisation"]), (name, s)
             fct = res[s]["classes"]["BE"]["fct"]
             assert fct["small"]["flows"] > 0 and fct["small"]["p99_ms"]["mean"] > 0

@@ -8,7 +8,7 @@ import typer
 
 from paccp.errors import UserError
 
-DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,tcp"
+DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp"
 
 
 def compare(
@@ -20,7 +20,7 @@ def compare(
     workers: int = typer.Option(2, "--workers", help="parallel runs"),
     address: str | None = typer.Option(None, "--address", help="Ray cluster address (with --executor ray)"),
 ) -> None:
-    """Run PACCP, SoftBW, MPTCP BG/WC and TCP on the same tenants, traffic and prices, and score them."""
+    """Run PACCP, SoftBW, MPTCP BG/WC, a rate limiter and TCP on the same tenants, traffic and prices."""
     from paccp.compare.run import run_compare
     from paccp.compare.schemes import parse_schemes
     from paccp.compare.table import markdown

@@ -288,7 +288,7 @@ def checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "holds": bool(gain is not None and gain > 1.5),
             }
         )
-    for name in ("softbw", "paccp-vbp", "mptcp-bgwc"):
+    for name in ("softbw", "paccp-vbp", "mptcp-bgwc", "ratelimit"):
         if kmax is not None and name in gm:
             gain = gm[name][kmax]["gain"]["mean"]
             out.append(
@@ -304,7 +304,7 @@ def checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
         base = res.get("tcp")
         if base is None:
             continue
-        for name in ("paccp-vbp", "softbw", "mptcp-bgwc"):
+        for name in ("paccp-vbp", "softbw", "mptcp-bgwc", "ratelimit"):
             r = res.get(name)
             if r is None:
                 continue

@@ -20,10 +20,14 @@ scheme          parameters from (G, W)                              price per VM
                 scheme needs B_g > 0, so the VM's traffic is all    P2 B_g (the VBP form on (B_g, A_l))
                 WC), A_l = max(1, round(W)); uncoupled Reno + fair
                 WC
+``ratelimit``   ElasticSwitch-style per-VM-pair rate limiters       ``[ratelimit]``: P0 + P2 B (the VBP form
+                (scheme ``elasticswitch``): hose guarantee B = G    without a weight: the limiter has none)
+                (1 kb/s when G = 0: the scheme needs B > 0); W has
+                no counterpart; Reno
 ``tcp``         nothing: Reno, every flow alone                     ``[vbp]`` P0: plain TCP can only sell BE
 ==============  ==================================================  =========================================
 
-Adding a scheme (e.g. the ElasticSwitch-style rate limiter) is one :class:`Scheme` entry in ``SCHEMES``.
+Adding a scheme is one :class:`Scheme` entry in ``SCHEMES``.
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ from paccp.errors import UserError
 from paccp.pricing.book import PriceBook, SoftBWBook, VBPBook
 from paccp.pricing.quote import CTX, linear_terms, softbw_terms
 
-#: B_g given to the MPTCP BG subflow of a purchase without guarantee (the scheme needs B_g > 0).
+#: B_g given to the MPTCP BG subflow of a purchase without guarantee (the scheme needs B_g > 0); also the
+#: rate limiter's B for such a purchase.
 MPTCP_MIN_BG_BPS = 1_000
+MIN_GUARANTEE_BPS = MPTCP_MIN_BG_BPS
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,33 @@ def mptcp_params(p: Purchase) -> dict[str, Any]:
     return {"B_g_bps": max(p.guarantee, MPTCP_MIN_BG_BPS), "A_l": competition_level(p)}
 
 
+# ------------------------------------------------------------------------------------------------ ratelimit
+
+
+def ratelimit_build(setup: Setup) -> dict[str, Any]:
+    """ElasticSwitch-style limiters: hose guarantee B = G (at least 1 kb/s) per VM, Reno senders."""
+    sc = _scenario(setup, [_vm(v) for v in setup.vms], [_flow(f) for f in setup.flows])
+    sc["cc"] = {"kind": "reno"}
+    sc["scheme"] = {
+        "kind": "elasticswitch",
+        "guarantees": {v.id: max(v.purchase.guarantee, MIN_GUARANTEE_BPS) for v in setup.vms},
+    }
+    return sc
+
+
+def ratelimit_price(book: PriceBook, vm: SetupVm, use: VmUse) -> Decimal:
+    """[ratelimit] P0 + P2 B per VM-hour (no weight)."""
+    p = vm.purchase
+    return _per_hour(
+        linear_terms(_section(book, "ratelimit"), classify(p.guarantee, 1), p.guarantee, Decimal(1))
+    )
+
+
+def ratelimit_params(p: Purchase) -> dict[str, Any]:
+    """B."""
+    return {"B_bps": max(p.guarantee, MIN_GUARANTEE_BPS)}
+
+
 # ------------------------------------------------------------------------------------------------ tcp
 
 
@@ -248,6 +281,13 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("paccp-fbp", "PACCP, flow-based pricing", paccp_fbp_build, paccp_params, paccp_fbp_price),
         Scheme("softbw", "SoftBW host fulfilment scheduler", softbw_build, softbw_params, softbw_price),
         Scheme("mptcp-bgwc", "MPTCP BG/WC (ours variant)", mptcp_build, mptcp_params, mptcp_price),
+        Scheme(
+            "ratelimit",
+            "ElasticSwitch-style rate limiters",
+            ratelimit_build,
+            ratelimit_params,
+            ratelimit_price,
+        ),
         Scheme("tcp", "plain TCP Reno", tcp_build, tcp_params, tcp_price),
     )
 }
