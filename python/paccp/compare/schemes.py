@@ -20,10 +20,10 @@ scheme          parameters from (G, W)                              price per VM
                 scheme needs B_g > 0, so the VM's traffic is all    P2 B_g (the VBP form on (B_g, A_l))
                 WC), A_l = max(1, round(W)); uncoupled Reno + fair
                 WC
-``ratelimit``   ElasticSwitch-style per-VM-pair rate limiters       ``[ratelimit]``: P0 + P2 B (the VBP form
+``ratelimit``   ElasticSwitch-style per-VM-pair rate limiters       ``[ratelimit]``: P0 + P2 G (the VBP form
                 (scheme ``elasticswitch``): hose guarantee B = G    without a weight: the limiter has none)
-                (1 kb/s when G = 0: the scheme needs B > 0); W has
-                no counterpart; Reno
+                (G = 0: the host port / its VMs, as SoftBW's
+                fair kind); W has no counterpart; Reno
 ``tcp``         nothing: Reno, every flow alone                     ``[vbp]`` P0: plain TCP can only sell BE
 ==============  ==================================================  =========================================
 
@@ -230,14 +230,28 @@ def mptcp_params(p: Purchase) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ ratelimit
 
 
+def ratelimit_b(setup: Setup, v: SetupVm) -> int:
+    """B of a VM: G, or without a guarantee its host port's fair share (port / VMs on the host).
+
+    ElasticSwitch gives every VM a hose guarantee, also as a receiver: a flow into a VM is limited to that
+    VM's B over its senders. A B of almost nothing (as MPTCP's 1 kb/s) would cap every flow into a VM
+    without a guarantee near 0 until the 50 ms rate allocation has raised it (measured: BE VMs at 5 Mb/s
+    on the leaf-spine), so a purchase without a guarantee gets the fair share, as SoftBW's ``fair`` kind.
+    """
+    if v.purchase.guarantee > 0:
+        return v.purchase.guarantee
+    from paccp.compare.setup import _topology
+    from paccp.scenario import access_rate_bps
+
+    n = sum(1 for u in setup.vms if u.host == v.host)
+    return max(MIN_GUARANTEE_BPS, access_rate_bps(_topology(setup.base, "comparison"), v.host) // n)
+
+
 def ratelimit_build(setup: Setup) -> dict[str, Any]:
-    """ElasticSwitch-style limiters: hose guarantee B = G (at least 1 kb/s) per VM, Reno senders."""
+    """ElasticSwitch-style limiters: hose guarantee B (:func:`ratelimit_b`) per VM, Reno senders."""
     sc = _scenario(setup, [_vm(v) for v in setup.vms], [_flow(f) for f in setup.flows])
     sc["cc"] = {"kind": "reno"}
-    sc["scheme"] = {
-        "kind": "elasticswitch",
-        "guarantees": {v.id: max(v.purchase.guarantee, MIN_GUARANTEE_BPS) for v in setup.vms},
-    }
+    sc["scheme"] = {"kind": "elasticswitch", "guarantees": {v.id: ratelimit_b(setup, v) for v in setup.vms}}
     return sc
 
 
@@ -250,8 +264,8 @@ def ratelimit_price(book: PriceBook, vm: SetupVm, use: VmUse) -> Decimal:
 
 
 def ratelimit_params(p: Purchase) -> dict[str, Any]:
-    """B."""
-    return {"B_bps": max(p.guarantee, MIN_GUARANTEE_BPS)}
+    """B (None: the host port's fair share)."""
+    return {"B_bps": p.guarantee if p.guarantee > 0 else None}
 
 
 # ------------------------------------------------------------------------------------------------ tcp
