@@ -87,6 +87,12 @@ def _plot_dynamic(runs: dict[str, Measured], out: Path) -> None:
     plt.close(fig)
 
 
+def _counters(m: Measured) -> dict[str, int]:
+    """The connection's penalisations, reinjections and window-blocked pushes over the whole run."""
+    c = m.connections or {}
+    return {k: int(c[k][0]) for k in ("penalisations", "reinjections", "window_blocked") if c.get(k)}
+
+
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Figs. 7-8 (settings x guarantees x delays) and Fig. 17 (dynamic buffer, delay steps)."""
     out = opts.out_dir / "mptcp-rcvbuf"
@@ -109,7 +115,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
                     "bg": m.rate("vmS", "bg"),
                     "wc": m.rate("vmS", "wc"),
                     "wall_s": m.wall_s,
-                }
+                } | _counters(m)
             lo, hi = res[f"g{g}-d{d}-s1"], res[f"g{g}-d{d}-s5"]
             tag = f"[{g} Mb/s, +{d} ms]"
             checks.append(
@@ -152,10 +158,16 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     idle = LINK_PAYLOAD_MBPS - 200 * PAYLOAD
     fig17: dict[str, Any] = {}
     for name, m in dyn_runs.items():
-        fig17[name] = {
-            f"phase{p + 1}_wc_second_half": m.window_mean("vmS", "wc", p * third + third / 2, (p + 1) * third)
-            for p in range(3)
-        } | {"wall_s": m.wall_s}
+        fig17[name] = (
+            {
+                f"phase{p + 1}_wc_second_half": m.window_mean(
+                    "vmS", "wc", p * third + third / 2, (p + 1) * third
+                )
+                for p in range(3)
+            }
+            | {"wall_s": m.wall_s}
+            | _counters(m)
+        )
     worst = min(v for k, v in fig17["dynamic"].items() if k.startswith("phase"))
     checks.append(
         mc.check(
