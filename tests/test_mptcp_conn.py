@@ -108,3 +108,26 @@ def test_sched_and_rcvbuf_experiments(tmp_path: Path) -> None:
     assert all(_holds(rc, "dynamic buffer recovers"))
     for png in ("fig7_fig8.png", "fig17.png"):
         assert (tmp_path / "mptcp-rcvbuf" / png).is_file()
+
+
+def test_bad_connection_parameters_are_one_line_errors() -> None:
+    import pytest
+
+    from paccp.errors import UserError
+
+    cases = {
+        "receive_buffer": (-5, "scheme.receive_buffer: must be > 0 bytes or 'dynamic'"),
+        "wc_extra_delay": ("-1ms", "scheme.wc_extra_delay: duration must not be negative"),
+        "scheduler": ("rr", "scheme.scheduler: Input should be 'bg_first' or 'least_rtt'"),
+        "wc_subflows": (2, "scheme.wc_subflows: N = 2 > the 1 disjoint path(s) from S to R"),
+        "wc_delay_steps": (
+            [{"at": "2s", "delay": "1ms"}, {"at": "1s", "delay": "2ms"}],
+            "scheme.wc_delay_steps[1].at: steps must be in time order",
+        ),
+    }
+    for key, (value, msg) in cases.items():
+        spec = exp.rcvbuf_scenario(200, 1, 131072, quick=True)
+        spec["scheme"][key] = value
+        with pytest.raises(UserError) as e:
+            to_engine(parse_scenario(spec))
+        assert msg in str(e.value) and "\n" not in str(e.value), (key, str(e.value))
