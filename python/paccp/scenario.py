@@ -766,7 +766,7 @@ def check_softbw_host(cfg: SoftBWCfg, host: str, sold_bps: float, port_bps: floa
 
 def _fmt_validation(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    tags = {"leaf_spine", "dumbbell", "explicit", "by_vm", "mix"}
+    tags = {"leaf_spine", "dumbbell", "explicit", "by_vm", "mix", "mptcp_bgwc", "elasticswitch"}
     parts: list[str] = []
     loc = list(err.get("loc", ()))
     for i, p in enumerate(loc):

@@ -200,7 +200,13 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     for p in points:
         worst = max(e["convergence_ms"] for e in p["events"])
         allc = all(e["converged"] for e in p["events"])
-        ours = " / ".join(f"{e['event']} {e['convergence_ms']:.0f}" for e in p["events"]) + " ms"
+        ours = (
+            " / ".join(
+                f"{e['event']} {e['convergence_ms']:.0f}" + ("" if e["converged"] else " (not converged)")
+                for e in p["events"]
+            )
+            + " ms"
+        )
         if p["scheme"] == "softbw":
             checks.append(
                 _check(
