@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from paccp.cli import main
-from paccp.compare.schemes import MPTCP_MIN_BG_BPS, SCHEMES, VmUse, competition_level, softbw_kind
+from paccp.compare.schemes import SCHEMES, VmUse, competition_level, softbw_kind
 from paccp.compare.setup import Setup, SetupVm, gaming_setup
 from paccp.compare.spec import GamingCfg, Purchase
 from paccp.pricing.book import load_book
@@ -56,7 +56,7 @@ def test_each_scheme_maps_the_same_purchase_to_its_own_parameters() -> None:
     assert sb["cc"] == {"kind": "reno"}
     mp = SCHEMES["mptcp-bgwc"].build(st)
     assert mp["scheme"]["competition_levels"] == {"vm0": 2, "vm1": 2}
-    assert [v["theta"] for v in mp["vms"]] == [300_000_000, MPTCP_MIN_BG_BPS]
+    assert [v["theta"] for v in mp["vms"]] == [300_000_000, 500_000_000]  # no guarantee: port / 2 VMs
     assert "cc" not in mp
     rl = SCHEMES["ratelimit"].build(st)
     assert rl["scheme"] == {

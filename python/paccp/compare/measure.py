@@ -98,6 +98,12 @@ def evaluate(point: Point) -> dict[str, Any]:
             c["finish"] = max(c["finish"], f["finish_ns"])
         if f["id"] in row_of and n_win:
             c["acked"] = c["acked"] + acked[row_of[f["id"]]]
+    if res.connections is not None:  # MPTCP: the connection carries the size and the completion time
+        for c in res.connections.to_pylist():
+            if c["id"] in conns:
+                conns[c["id"]].update(
+                    size=c["size_bytes"], finish=c["finish_ns"], done=c["finish_ns"] is not None
+                )
     got: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
     backlog: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
     starts = np.arange(n_win, dtype=np.int64) * w

@@ -16,10 +16,9 @@ scheme          parameters from (G, W)                              price per VM
 ``softbw``      G > 0: strict B = G; G = 0, W > 1: fair share;      ``[softbw]`` usage-based at the VM's
                 else best effort; Reno; over-commitment N = the     achieved rate r (strict r(1+B/C)P0 with
                 host's sum of B / port (at least 1)                 excess as fair share; fair r(r/C)P1; BE 0)
-``mptcp-bgwc``  variant ours: B_g = G (1 kb/s when G = 0: the       ``[mptcp_bgwc]``: P0 + P1 (A_l-1) +
-                scheme needs B_g > 0, so the VM's traffic is all    P2 B_g (the VBP form on (B_g, A_l))
-                WC), A_l = max(1, round(W)); uncoupled Reno + fair
-                WC
+``mptcp-bgwc``  variant ours: B_g = G (G = 0: the host port / its   ``[mptcp_bgwc]``: P0 + P1 (A_l-1) +
+                VMs, :func:`hose_b`), A_l = max(1, round(W));       P2 G (the VBP form on (G, A_l))
+                uncoupled Reno + fair WC
 ``ratelimit``   ElasticSwitch-style per-VM-pair rate limiters       ``[ratelimit]``: P0 + P2 G (the VBP form
                 (scheme ``elasticswitch``): hose guarantee B = G    without a weight: the limiter has none)
                 (G = 0: the host port / its VMs, as SoftBW's
@@ -45,10 +44,8 @@ from paccp.errors import UserError
 from paccp.pricing.book import PriceBook, SoftBWBook, VBPBook
 from paccp.pricing.quote import CTX, linear_terms, softbw_terms
 
-#: B_g given to the MPTCP BG subflow of a purchase without guarantee (the scheme needs B_g > 0); also the
-#: rate limiter's B for such a purchase.
-MPTCP_MIN_BG_BPS = 1_000
-MIN_GUARANTEE_BPS = MPTCP_MIN_BG_BPS
+#: The smallest hose guarantee :func:`hose_b` gives (the schemes need B > 0).
+MIN_GUARANTEE_BPS = 1_000
 
 
 @dataclass(frozen=True)
@@ -203,8 +200,8 @@ def competition_level(p: Purchase) -> int:
 
 
 def mptcp_build(setup: Setup) -> dict[str, Any]:
-    """MPTCP BG/WC, variant ours: B_g = G (at least 1 kb/s), A_l = max(1, round(W))."""
-    vms = [_vm(v, max(v.purchase.guarantee, MPTCP_MIN_BG_BPS)) for v in setup.vms]
+    """MPTCP BG/WC, variant ours: B_g (:func:`hose_b`), A_l = max(1, round(W))."""
+    vms = [_vm(v, hose_b(setup, v)) for v in setup.vms]
     sc = _scenario(setup, vms, [_flow(f) for f in setup.flows])
     sc["scheme"] = {
         "kind": "mptcp_bgwc",
@@ -223,20 +220,21 @@ def mptcp_price(book: PriceBook, vm: SetupVm, use: VmUse) -> Decimal:
 
 
 def mptcp_params(p: Purchase) -> dict[str, Any]:
-    """B_g and A_l."""
-    return {"B_g_bps": max(p.guarantee, MPTCP_MIN_BG_BPS), "A_l": competition_level(p)}
+    """B_g (None: the host port's fair share) and A_l."""
+    return {"B_g_bps": p.guarantee if p.guarantee > 0 else None, "A_l": competition_level(p)}
 
 
 # ------------------------------------------------------------------------------------------------ ratelimit
 
 
-def ratelimit_b(setup: Setup, v: SetupVm) -> int:
-    """B of a VM: G, or without a guarantee its host port's fair share (port / VMs on the host).
+def hose_b(setup: Setup, v: SetupVm) -> int:
+    """A VM's hose guarantee where the scheme needs one for every VM (MPTCP BG/WC, the rate limiter): G, or
+    without a guarantee its host port's fair share (port / VMs on the host), as SoftBW's ``fair`` kind.
 
-    ElasticSwitch gives every VM a hose guarantee, also as a receiver: a flow into a VM is limited to that
-    VM's B over its senders. A B of almost nothing (as MPTCP's 1 kb/s) would cap every flow into a VM
-    without a guarantee near 0 until the 50 ms rate allocation has raised it (measured: BE VMs at 5 Mb/s
-    on the leaf-spine), so a purchase without a guarantee gets the fair share, as SoftBW's ``fair`` kind.
+    Measured with a B near 0 (1 kb/s): the rate limiter capped every flow *into* such a VM near 0 (its
+    receiver-side hose guarantee; BE VMs at 5 Mb/s on the leaf-spine), and MPTCP's BG-first scheduler handed
+    each connection's first bytes to a BG subflow shaped to nothing, so the connection stalled behind them
+    (231 of 307 WebSearch connections unfinished in a 25 ms run).
     """
     if v.purchase.guarantee > 0:
         return v.purchase.guarantee
@@ -248,10 +246,10 @@ def ratelimit_b(setup: Setup, v: SetupVm) -> int:
 
 
 def ratelimit_build(setup: Setup) -> dict[str, Any]:
-    """ElasticSwitch-style limiters: hose guarantee B (:func:`ratelimit_b`) per VM, Reno senders."""
+    """ElasticSwitch-style limiters: hose guarantee B (:func:`hose_b`) per VM, Reno senders."""
     sc = _scenario(setup, [_vm(v) for v in setup.vms], [_flow(f) for f in setup.flows])
     sc["cc"] = {"kind": "reno"}
-    sc["scheme"] = {"kind": "elasticswitch", "guarantees": {v.id: ratelimit_b(setup, v) for v in setup.vms}}
+    sc["scheme"] = {"kind": "elasticswitch", "guarantees": {v.id: hose_b(setup, v) for v in setup.vms}}
     return sc
 
 
