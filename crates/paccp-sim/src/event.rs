@@ -165,7 +165,8 @@ impl EventQueue {
     fn push(&mut self, e: Entry) {
         let mut i = self.len;
         self.len += 1;
-        if (i + ARITY - 1) / ARITY >= self.heap.len() {
+        let pos = i + ARITY - 1; // node i's position (see `Block`)
+        if pos / ARITY >= self.heap.len() {
             self.heap.push(Block([EMPTY; ARITY]));
         }
         while i > 0 {
