@@ -219,7 +219,7 @@ def test_bad_softbw_scenario_is_one_line_exit_2(tmp_path: Path, capsys: pytest.C
 def quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("softbw")
     reg = load_all()
-    for exp in ("softbw-oc", "softbw-price", "softbw-share"):
+    for exp in ("softbw-oc", "softbw-price", "softbw-share", "softbw-short", "softbw-converge"):
         reg[exp].run(ExperimentOptions(out_dir=out, seed=1, quick=True))
     return out
 
@@ -284,10 +284,79 @@ def test_softbw_share_quick(quick: Path) -> None:
     """Packet-level SoftBW in the engine: guarantees met with 2 VMs, equal fulfilment with 3 (1, 2, 4 flows),
     best effort by flow count; on both fabrics."""
     checks = _checks(quick, "softbw-share")
-    assert len(checks) == 6 and all(c["holds"] is True for c in checks), checks
+    assert len(checks) == 10 and all(c["holds"] is True for c in checks), checks
     pts = json.loads((quick / "softbw-share" / "summary.json").read_text())["points"]
     be = next(p for p in pts if p["vms"] == 2 and p["scheme"] == "best_effort")
     assert be["rate_bps"][1] > 2 * be["rate_bps"][0]  # 3 flows vs 1 under FIFO
+    # ElasticSwitch-style, 3 VMs over-committed: pairs (1, 2, 4) at their guarantees, shared per pair
+    es = next(p for p in pts if p["vms"] == 3 and p["scheme"] == "elasticswitch")
+    assert es["rate_bps"][0] < es["rate_bps"][1] < es["rate_bps"][2], es
+
+
+def test_softbw_short_quick(quick: Path) -> None:
+    """Short flows finish faster under SoftBW than under the 50 ms rate limiters (ratio CI above 1)."""
+    out = quick / "softbw-short"
+    checks = _checks(quick, "softbw-short")
+    faster = next(c for c in checks if "faster" in c["statement"])
+    assert faster["holds"] is True, faster
+    done = next(c for c in checks if "completes" in c["statement"])
+    assert done["holds"] is True, done
+    ratio = json.loads((out / "summary.json").read_text())["ratio"]["all"]
+    assert len(ratio["per_seed"]) == 3 and ratio["ci95"][0] <= ratio["mean"] <= ratio["ci95"][1]
+    assert (out / "fct.png").is_file() and (out / "table.md").is_file()
+
+
+def test_softbw_converge_quick(quick: Path) -> None:
+    """SoftBW settles within 40 ms of every join and leave (TCP and UDP); the limiters take longer."""
+    out = quick / "softbw-converge"
+    checks = _checks(quick, "softbw-converge")
+    assert len(checks) == 4
+    assert all(c["holds"] is True for c in checks if c["statement"].startswith("SoftBW")), checks
+    summary = json.loads((out / "summary.json").read_text())
+    assert "second half of the epoch" in summary["definition"]
+    for p in summary["points"]:
+        assert [e["event"] for e in p["events"]] == ["vm1 joins", "vm2 joins", "vm1 leaves", "vm2 leaves"]
+    assert (out / "rates.png").is_file()
+
+
+def test_elasticswitch_engine_input_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """[scheme] elasticswitch: per-VM-pair limiters keyed by destination host; B <= 0 is a one-line error."""
+    from paccp.scenario import to_engine
+
+    spec = {
+        **_BASE,
+        "vms": [{"id": "a", "host": "l0"}, {"id": "b", "host": "l0"}],
+        "flows": [
+            {"id": "f0", "src": "l0", "dst": "r0", "vm": "a"},
+            {"id": "f1", "src": "l0", "dst": "r0", "vm": "b"},
+        ],
+        "scheme": {"kind": "elasticswitch", "guarantee": "2Gbit", "guarantees": {"b": "1Gbit"}},
+    }
+    q = to_engine(parse_scenario(spec))["queues"]["host"]
+    sel = q["selector"]
+    assert q["kind"] == "per_vm" and sel["kind"] == "elasticswitch"
+    assert sel["guarantees"] == {"a": 2_000_000_000, "b": 1_000_000_000}
+    assert [p["dst"] for p in sel["flow_pairs"]] == [
+        2,
+        2,
+    ]  # host index of r0 (l0, l1, r0, r1) and sel["gp_period_ns"] == 50_000_000
+    p = tmp_path / "bad.toml"
+    base = (
+        '[topology]\nkind = "dumbbell"\nleft_hosts = 1\nright_hosts = 1\nbottleneck_rate = "10Gbit"\n'
+        '[[vms]]\nid = "a"\nhost = "l0"\n'
+        '[[flows]]\nid = "f"\nsrc = "l0"\ndst = "r0"\nvm = "a"\n'
+    )
+    for text, want in [
+        ('[scheme]\nkind = "elasticswitch"\nguarantee = "0Mbit"\n', "the guarantee B must be > 0"),
+        ('[scheme]\nkind = "elasticswitch"\n', "has no guarantee B"),
+        ('[scheme]\nkind = "elasticswitch"\nguarantee = "1Gbit"\nmd = 1.5\n', "md"),
+    ]:
+        p.write_text(base + text)
+        with pytest.raises(SystemExit) as exc:
+            main(["run", str(p), "--out", str(tmp_path / "out")])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and want in err, err
 
 
 def test_softbw_engine_input() -> None:

@@ -8,6 +8,7 @@ one line on stderr with exit code 2.
 - pricing and billing: ``price ...``, ``bill ...`` (``paccp.pricing.cli``)
 - Linux datapath: ``datapath ...``, ``testbed ...``, ``bench datapath`` (``paccp.datapath.cli``)
 - cross-check against ns-3 and the kernel: ``crosscheck`` (``paccp.crosscheck.cli``)
+- scheme comparison: ``compare`` (``paccp.compare.cli``)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pydantic
 import typer
 
 from paccp import benchcli, simcli, workcli
+from paccp.compare import cli as compare_cli
 from paccp.crosscheck import cli as crosscheck_cli
 from paccp.datapath import cli as datapath_cli
 from paccp.errors import UserError
@@ -42,6 +44,7 @@ app.add_typer(benchcli.bench_app, name="bench")
 pricing_cli.register(app, benchcli.bench_app)
 datapath_cli.register(app, benchcli.bench_app)
 crosscheck_cli.register(app)
+compare_cli.register(app)
 
 
 def _one_line(message: str) -> str:

@@ -766,7 +766,7 @@ def check_softbw_host(cfg: SoftBWCfg, host: str, sold_bps: float, port_bps: floa
 
 def _fmt_validation(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    tags = {"leaf_spine", "dumbbell", "explicit", "by_vm", "mix"}
+    tags = {"leaf_spine", "dumbbell", "explicit", "by_vm", "mix", "mptcp_bgwc", "elasticswitch"}
     parts: list[str] = []
     loc = list(err.get("loc", ()))
     for i, p in enumerate(loc):
@@ -1039,7 +1039,8 @@ def to_toml(obj: dict[str, Any], header: str = "") -> str:
 # schemes: each is a model in paccp.schemes with a ``check(scenario)``; one registration line each.
 # (Imported last: the scheme models use this module's field types.)
 
+from paccp.schemes.elasticswitch import ElasticSwitch  # noqa: E402
 from paccp.schemes.mptcp_bgwc import MptcpBgwc  # noqa: E402
 
-SchemeCfg = MptcpBgwc  # with a second scheme: Annotated[A | B, Field(discriminator="kind")]
+SchemeCfg = Annotated[MptcpBgwc | ElasticSwitch, Field(discriminator="kind")]
 Scenario.model_rebuild()

@@ -3,9 +3,10 @@
 //! Events are small `Copy` values in a 4-ary min-heap keyed by (time, instant scheduled at, insertion
 //! sequence), so simultaneous events run in the order of the instant they were scheduled at, then in
 //! the order they were scheduled, and every run is deterministic. The key is a strict total order (the
-//! sequence number is unique), so any correct priority queue pops the same sequence; a 4-ary heap
-//! halves the depth of a binary one and keeps a node's children in 2-3 cache lines, which matters when
-//! the heap outgrows the caches (one entry per busy channel: tens of thousands on a 10,000-host fabric).
+//! sequence number is unique), so any correct priority queue pops the same sequence. The heap is
+//! 4-ary and stored in 128-byte aligned blocks so that a node's four children are one block (two
+//! cache lines, not three): on a 10,000-host fabric the heap holds tens of thousands of entries (one
+//! per busy channel) and outgrows the caches, so a sift costs about one miss per level below the top.
 use std::cmp::Ordering;
 
 /// An event.
@@ -35,6 +36,8 @@ pub(crate) enum Ev {
     Arrival { gen: u32 },
     /// A constant-bit-rate flow sends its next datagram.
     CbrSend { flow: u32 },
+    /// Step `idx` of a subflow's extra delay line `line` takes effect (`crate::sim::conn`).
+    DelayStep { line: u32, idx: u16 },
 }
 
 /// A heap entry.
@@ -79,11 +82,28 @@ impl Entry {
 /// Children per heap node.
 const ARITY: usize = 4;
 
+/// Four heap slots on their own two cache lines: node `k` lives at position `k + 3`, so the children
+/// of node `k` (nodes `4k+1 ..= 4k+4`, positions `4k+4 ..= 4k+7`) are exactly block `k + 1`. A sift
+/// step then reads one aligned 128-byte block instead of 128 bytes straddling three lines.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(128))]
+struct Block([Entry; ARITY]);
+
+/// An unused slot: never before any event, so a sift step may compare all four slots of a block.
+const EMPTY: Entry = Entry {
+    t: u64::MAX,
+    from: u64::MAX,
+    seq: u64::MAX,
+    ev: Ev::Sample,
+};
+
 /// The clock and the pending events.
 #[derive(Debug, Default)]
 pub(crate) struct EventQueue {
-    /// A 4-ary min-heap (node i has children 4i+1 ..= 4i+4).
-    heap: Vec<Entry>,
+    /// A 4-ary min-heap in aligned blocks (see [`Block`]); slots at or past `len` are [`EMPTY`].
+    heap: Vec<Block>,
+    /// Number of pending events.
+    len: usize,
     pub(crate) seq: u64,
     /// The current instant (ps).
     pub(crate) now: u64,
@@ -113,40 +133,69 @@ impl EventQueue {
         });
     }
 
+    #[inline(always)]
+    fn at(&self, node: usize) -> &Entry {
+        let p = node + ARITY - 1;
+        &self.heap[p / ARITY].0[p % ARITY]
+    }
+
+    #[inline(always)]
+    fn set(&mut self, node: usize, e: Entry) {
+        let p = node + ARITY - 1;
+        self.heap[p / ARITY].0[p % ARITY] = e;
+    }
+
     /// The earliest event.
     #[inline]
     pub(crate) fn peek(&self) -> Option<&Entry> {
-        self.heap.first()
+        (self.len > 0).then(|| self.at(0))
+    }
+
+    /// The root's children: the second earliest pending event is one of them (slots past the end are
+    /// [`EMPTY`]). For prefetching only.
+    #[inline]
+    pub(crate) fn next_candidates(&self) -> &[Entry] {
+        self.heap.get(1).map_or(&[], |b| &b.0[..])
     }
 
     /// Number of pending events.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     fn push(&mut self, e: Entry) {
-        let mut i = self.heap.len();
-        self.heap.push(e);
+        let mut i = self.len;
+        self.len += 1;
+        let pos = i + ARITY - 1; // node i's position (see `Block`)
+        if pos / ARITY >= self.heap.len() {
+            self.heap.push(Block([EMPTY; ARITY]));
+        }
         while i > 0 {
             let parent = (i - 1) / ARITY;
-            if !e.before(&self.heap[parent]) {
+            let pe = *self.at(parent);
+            if !e.before(&pe) {
                 break;
             }
-            self.heap[i] = self.heap[parent];
+            self.set(i, pe);
             i = parent;
         }
-        self.heap[i] = e;
+        self.set(i, e);
     }
 
     /// Removes and returns the earliest event.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<Entry> {
-        let last = self.heap.pop()?;
-        if self.heap.is_empty() {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        let last = *self.at(self.len);
+        self.set(self.len, EMPTY);
+        if self.len == 0 {
             return Some(last);
         }
-        let top = self.heap[0];
+        let top = *self.at(0);
         self.sift_down(last);
         Some(top)
     }
@@ -160,27 +209,29 @@ impl EventQueue {
     /// Puts `e` at the root's place and moves it down to where it belongs.
     #[inline]
     fn sift_down(&mut self, e: Entry) {
-        let n = self.heap.len();
-        let h = &mut self.heap[..];
+        let n = self.len;
         let mut i = 0;
         loop {
-            let first = ARITY * i + 1;
-            if first >= n {
+            if ARITY * i + 1 >= n {
                 break;
             }
-            let mut best = first;
-            for c in first + 1..(first + ARITY).min(n) {
-                if h[c].before(&h[best]) {
+            // Node i's children are block i + 1; unused slots are EMPTY and never win.
+            let b = &self.heap[i + 1].0;
+            let mut best = 0;
+            for c in 1..ARITY {
+                if b[c].before(&b[best]) {
                     best = c;
                 }
             }
-            if !h[best].before(&e) {
+            if !b[best].before(&e) {
                 break;
             }
-            h[i] = h[best];
-            i = best;
+            let child = ARITY * i + 1 + best;
+            let be = b[best];
+            self.set(i, be);
+            i = child;
         }
-        h[i] = e;
+        self.set(i, e);
     }
 }
 

@@ -58,8 +58,12 @@ _MODULES: tuple[str, ...] = (
     "paccp.experiments.workload",  # rcos, fig8-fig11 (workload issue)
     "paccp.experiments.softbw_oc",  # softbw-oc (SoftBW issue)
     "paccp.experiments.softbw_price",  # softbw-price (SoftBW issue)
+    "paccp.experiments.softbw_short",  # softbw-short (SoftBW issue)
+    "paccp.experiments.softbw_converge",  # softbw-converge (SoftBW issue)
     "paccp.experiments.softbw_share",  # softbw-share (SoftBW issue)
     "paccp.experiments.mptcp_bgwc",  # mptcp-* (issue 11; the runnable ones)
+    "paccp.experiments.mptcp_sched",  # mptcp-sched (issue 11, connection layer)
+    "paccp.experiments.mptcp_rcvbuf",  # mptcp-rcvbuf (issue 11, connection layer)
 )
 
 

@@ -5,9 +5,10 @@ TCP flows) or 3 VMs (1, 2 and 4 TCP flows), each guaranteed 450 Mb/s (3 x 450 = 
 1.35x). Every flow goes to its own receiver. Fabrics: ``nonblocking`` (the paper's assumption: one switch,
 receivers on 10 Gb/s links, so the sender's port is the only bottleneck) and ``leafspine`` (our 2 x 2
 leaf-spine with 1 Gb/s host links and 10 Gb/s fabric links; the sender in leaf 0, the receivers in leaf 1).
-Schemes: ``softbw`` (per-VM queues at the sender's NIC served by the fulfilment selector) and
-``best_effort`` (one FIFO, per-flow TCP sharing). The ElasticSwitch-style baseline is not implemented
-(docs/softbw.md). TCP: Reno with the scenario schema's transport defaults.
+Schemes: ``softbw`` (per-VM queues at the sender's NIC served by the fulfilment selector),
+``elasticswitch`` (the ElasticSwitch-style baseline: per-VM-pair rate limiters from guarantee partitioning
+and rate allocation, both every 50 ms, feeding a FIFO NIC; docs/softbw.md) with B = 450 Mb/s per VM, and
+``best_effort`` (one FIFO, per-flow TCP sharing). TCP: Reno with the scenario schema's transport defaults.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ EXP_ID = "softbw-share"
 TITLE = "SoftBW bandwidth allocation: 2 and 3 VMs x 450 Mb/s on 1 Gb/s, different flow counts"
 B_BPS = 450_000_000
 FLOWS = {2: [1, 3], 3: [1, 2, 4]}
-SCHEMES = ("softbw", "best_effort")
+SCHEMES = ("softbw", "elasticswitch", "best_effort")
 FABRICS = ("nonblocking", "leafspine")
 
 
@@ -87,6 +88,8 @@ def scenario(n_vms: int, scheme: str, fabric: str, quick: bool, seed: int) -> di
             "overcommit": 2.0,
             "guarantees": [{"vm": f"vm{v}", "kind": "strict", "rate": f"{B_BPS}bit"} for v in range(n_vms)],
         }
+    elif scheme == "elasticswitch":
+        spec["scheme"] = {"kind": "elasticswitch", "guarantee": f"{B_BPS}bit"}
     return spec
 
 
@@ -176,6 +179,28 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
                 "fair",
                 " / ".join(f"{x:.3f}" for x in f3) + f" (spread {spread:.1%})",
                 spread <= 0.05,
+            )
+        )
+        es2 = get[(2, "elasticswitch")]["rate_bps"]
+        checks.append(
+            _check(
+                f"[{fabric}] 2 VMs: the ElasticSwitch-style limiters also give each at least 450 Mb/s",
+                "guarantees met (sufficient bandwidth)",
+                " / ".join(f"{r / 1e6:.0f}" for r in es2) + " Mb/s",
+                min(es2) >= B_BPS,
+            )
+        )
+        es3 = get[(3, "elasticswitch")]["fulfilment"]
+        es_spread = max(es3) / min(es3) - 1 if min(es3) > 0 else float("inf")
+        side = "; ".join(
+            f"{sch} " + " / ".join(f"{r / 1e6:.0f}" for r in get[(3, sch)]["rate_bps"]) for sch in SCHEMES
+        )
+        checks.append(
+            _check(
+                f"[{fabric}] 3 VMs (1, 2, 4 flows): ElasticSwitch-style limiters not fair (spread > 5 %)",
+                "ES fails to achieve fairness",
+                f"spread {es_spread:.1%} (Mb/s: {side})",
+                es_spread > 0.05,
             )
         )
         be = get[(3, "best_effort")]["rate_bps"]

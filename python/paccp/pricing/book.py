@@ -217,6 +217,10 @@ class PriceBook(BaseModel):
     vbp: VBPBook | None = None
     fbp: FBPBook | None = None
     softbw: SoftBWBook | None = None
+    # MPTCP BG/WC (used by `paccp compare`): the VBP form on (B_g, A_l), P0 + P1 (A_l - 1) + P2 B_g per hour
+    mptcp_bgwc: VBPBook | None = None
+    # ElasticSwitch-style rate limiter (used by `paccp compare`): P0 + P2 B per VM-hour (p1 unused: no weight)
+    ratelimit: VBPBook | None = None
     buy: BuyGrid = BuyGrid()
 
     @model_validator(mode="after")

@@ -153,6 +153,10 @@ def section(summary_path: Path, root: Path) -> str:
         parts.append(_workload_loads(summary["loads"]))
     elif summary.get("kind") == "sweep" and isinstance(summary.get("points"), list):
         parts.append(_sweep_points(summary["points"]))
+    elif summary.get("kind") == "compare":  # paccp compare (paccp.compare)
+        from paccp.compare.table import html_tables
+
+        parts.append(html_tables(summary, _table, _esc))
     else:
         parts.append(_generic(summary))
     for png in sorted(summary_path.parent.glob("*.png")):

@@ -8,21 +8,24 @@
 //! Adding a selector (docs/adding-a-scheme.md): a new file with a type implementing [`Selector`] and a
 //! `parse` function, plus one line in [`builtin_selectors`] (or [`crate::Registry::register_selector`]
 //! from outside the crate, wrapped in [`AnySelector::Custom`]).
+pub mod elasticswitch;
 pub mod shaper;
 pub mod softbw;
 
 use crate::config::BufCfg;
 use crate::error::{EngineError, Result};
-use crate::net::qdisc::{Fifo, Pop};
+use crate::net::qdisc::{limits, Fifo, Pop};
 use crate::net::{Pkt, QKey};
 use serde::Deserialize;
 use serde_json::Value;
 
-/// One VM's queue at a host's egress.
+/// One VM's queue at a host's egress (or one of its sub-queues, see [`Selector::subqueue`]).
 #[derive(Debug, Clone)]
 pub struct VmQueue {
     /// Engine index of the VM ([`QKey::NO_VM`] for flows without a VM).
     pub vm: u32,
+    /// The sub-queue of the VM the selector put this queue's packets in (0 unless it splits VMs).
+    pub sub: u32,
     /// Its packets.
     pub fifo: Fifo,
 }
@@ -49,8 +52,13 @@ pub trait Selector: std::fmt::Debug {
     fn next_eligible(&self, _queues: &[VmQueue], _now_ps: u64) -> Option<u64> {
         None
     }
-    /// A packet of `bytes` bytes left queue `idx`.
-    fn on_dequeue(&mut self, _idx: usize, _bytes: u64, _now_ps: u64) {}
+    /// Packet `pkt` left queue `idx`.
+    fn on_dequeue(&mut self, _idx: usize, _pkt: &Pkt, _now_ps: u64) {}
+    /// The sub-queue of its VM a packet joins (default 0: one queue per VM). The VM's buffer limit
+    /// holds for all its sub-queues together.
+    fn subqueue(&self, _pkt: &Pkt) -> u32 {
+        0
+    }
 }
 
 /// Packet round-robin over the non-empty VM queues (fair in packets).
@@ -93,10 +101,16 @@ impl Selector for AnySelector {
             AnySelector::Custom(s) => s.next_eligible(q, now),
         }
     }
-    fn on_dequeue(&mut self, idx: usize, bytes: u64, now: u64) {
+    fn on_dequeue(&mut self, idx: usize, pkt: &Pkt, now: u64) {
         match self {
-            AnySelector::RoundRobin(s) => s.on_dequeue(idx, bytes, now),
-            AnySelector::Custom(s) => s.on_dequeue(idx, bytes, now),
+            AnySelector::RoundRobin(s) => s.on_dequeue(idx, pkt, now),
+            AnySelector::Custom(s) => s.on_dequeue(idx, pkt, now),
+        }
+    }
+    fn subqueue(&self, pkt: &Pkt) -> u32 {
+        match self {
+            AnySelector::RoundRobin(s) => s.subqueue(pkt),
+            AnySelector::Custom(s) => s.subqueue(pkt),
         }
     }
 }
@@ -112,6 +126,7 @@ pub fn builtin_selectors() -> Vec<(&'static str, SelectorParser)> {
     vec![
         ("round_robin", parse_round_robin),
         ("softbw", softbw::parse),
+        ("elasticswitch", elasticswitch::parse),
     ]
 }
 
@@ -146,23 +161,31 @@ impl PerVm {
         }
     }
 
-    fn slot(&self, vm: u32) -> Option<usize> {
-        self.queues.iter().position(|q| q.vm == vm)
+    fn slot(&self, vm: u32, sub: u32) -> Option<usize> {
+        self.queues.iter().position(|q| q.vm == vm && q.sub == sub)
     }
 
     pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
-        match self.slot(key.vm) {
-            Some(i) => self.queues[i].fifo.has_room(size),
-            None => Fifo::new(self.buffer).has_room(size),
-        }
+        // The VM's limit over all its sub-queues (one queue per VM unless the selector splits).
+        let (limit_pkts, limit_bytes) = limits(self.buffer);
+        let (pkts, bytes) = self
+            .queues
+            .iter()
+            .filter(|q| q.vm == key.vm)
+            .fold((0u64, 0u64), |(n, b), q| {
+                (n + q.fifo.len() as u64, b + q.fifo.bytes())
+            });
+        pkts < limit_pkts && bytes + size <= limit_bytes
     }
 
     pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
-        let i = match self.slot(key.vm) {
+        let sub = self.selector.subqueue(&pkt);
+        let i = match self.slot(key.vm, sub) {
             Some(i) => i,
             None => {
                 self.queues.push(VmQueue {
                     vm: key.vm,
+                    sub,
                     fifo: Fifo::new(self.buffer),
                 });
                 self.queues.len() - 1
@@ -178,7 +201,7 @@ impl PerVm {
         match self.selector.select(&self.queues, now) {
             Some(i) => match self.queues[i].fifo.pop() {
                 Some(p) => {
-                    self.selector.on_dequeue(i, p.size as u64, now);
+                    self.selector.on_dequeue(i, &p, now);
                     Pop::Packet(p)
                 }
                 None => Pop::Empty,

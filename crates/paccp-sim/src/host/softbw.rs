@@ -13,6 +13,7 @@
 //! deadline, residual over one cycle.
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
+use crate::net::Pkt;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -133,10 +134,11 @@ impl Selector for SoftBw {
         Some(pick)
     }
 
-    fn on_dequeue(&mut self, _idx: usize, bytes: u64, now_ps: u64) {
+    fn on_dequeue(&mut self, _idx: usize, pkt: &Pkt, now_ps: u64) {
         let Some(vm) = self.serving.take() else {
             return;
         };
+        let bytes = pkt.size as u64;
         let credit = self.max_credit_ps;
         let s = self.state(vm);
         if let Some(d) = s.dynamic.as_mut() {

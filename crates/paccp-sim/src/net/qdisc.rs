@@ -69,6 +69,10 @@ impl Fifo {
     pub fn head_size(&self) -> Option<u64> {
         self.pkts.front().map(|p| p.size as u64)
     }
+    /// The head packet.
+    pub fn head(&self) -> Option<&Pkt> {
+        self.pkts.front()
+    }
     /// Waiting packets.
     pub fn len(&self) -> usize {
         self.pkts.len()

@@ -63,6 +63,8 @@ pub struct Simulation {
     events: u64,
     /// Controllers of flows with their own `cc` (see [`NewFlow::cc`]).
     flow_cc: Vec<CcMaker>,
+    /// Multipath connections over some of the flows, and their subflows' delay lines.
+    conns: conn::Conns,
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
@@ -77,6 +79,22 @@ fn prefetch<T>(p: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// [`prefetch`] of both ends of `*p` (a value that may straddle two cache lines).
+#[inline(always)]
+fn prefetch_span<T>(p: &T) {
+    prefetch(p);
+    let last = (p as *const T)
+        .cast::<u8>()
+        .wrapping_add(std::mem::size_of::<T>() - 1);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address; this one is inside `*p` anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(last.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = last;
 }
 
 /// Splits the simulation into the flows and the context their handlers see.
@@ -96,6 +114,8 @@ macro_rules! ctx {
         )
     };
 }
+
+mod conn;
 
 impl Simulation {
     /// Runs to the end and returns the output (docs/engine-contract.md).
@@ -126,6 +146,12 @@ impl Simulation {
                     self.q.pop();
                     continue;
                 };
+                // Start fetching the packet's next channel now: the heap sift below then overlaps
+                // that cache miss instead of waiting for it in `arrive`.
+                let to = self.routes[pkt.pos as usize + 1];
+                if to != ROUTE_END {
+                    prefetch(&self.channels[to as usize]);
+                }
                 match next {
                     Some((done, t)) => {
                         self.q.seq += 1;
@@ -141,15 +167,7 @@ impl Simulation {
                         self.q.pop();
                     }
                 }
-                // The next event is known now: start fetching its channel while this packet is
-                // forwarded (on a large fabric the channel is rarely in cache).
-                if let Some(&Entry {
-                    ev: Ev::Hop { ch: next_ch },
-                    ..
-                }) = self.q.peek()
-                {
-                    prefetch(&self.channels[next_ch as usize]);
-                }
+                self.prefetch_next();
                 self.arrive(pkt);
             } else {
                 self.q.pop();
@@ -165,7 +183,7 @@ impl Simulation {
         if let Some(cb) = progress.as_mut() {
             cb(total_ns, total_ns).map_err(EngineError::Aborted)?;
         }
-        Ok(output(&OutputParts {
+        let mut out = output(&OutputParts {
             flows: &self.flows,
             net: &self.net,
             channels: &self.channels,
@@ -176,7 +194,38 @@ impl Simulation {
             events: self.events,
             mss: self.p.mss,
             sim_end: last_t.min(self.duration),
-        }))
+        });
+        if let Some(c) =
+            crate::transport::conn::output(&self.conns.list, &self.flows, self.p.mss, Ps::PER_NS)
+        {
+            out["connections"] = c;
+        }
+        Ok(out)
+    }
+
+    /// Starts fetching what the next two hops will read while this packet is forwarded (on a large
+    /// fabric a channel and its pipe are rarely in cache): the next event's pipe head (its channel
+    /// was fetched one event ago, as a candidate), and the channels of the root's children, one of
+    /// which holds the event after it. No effect on results.
+    #[inline(always)]
+    fn prefetch_next(&self) {
+        for c in self.q.next_candidates() {
+            if let Ev::Hop { ch } = c.ev {
+                prefetch(&self.channels[ch as usize]);
+            }
+        }
+        if let Some(&Entry {
+            ev: Ev::Hop { ch }, ..
+        }) = self.q.peek()
+        {
+            let c = &self.channels[ch as usize];
+            if let Some(h) = c.pipe.front() {
+                prefetch_span(h);
+            }
+            if let Some(h) = c.pipe.get(c.on_wire as usize) {
+                prefetch(h);
+            }
+        }
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -203,11 +252,13 @@ impl Simulation {
                 if f.info.finished.is_none() {
                     f.try_send(flow, &mut cx);
                 }
+                conn::push_of(&mut self.conns, flows, &mut cx, flow);
             }
             Ev::FlowStart { flow } => self.start_flow(flow),
             Ev::Rto { flow } => {
                 let (flows, mut cx) = ctx!(self);
                 flows[flow as usize].rto_fire(flow, &mut cx);
+                conn::push_of(&mut self.conns, flows, &mut cx, flow);
             }
             Ev::DelAck { flow, gen } => {
                 let (flows, mut cx) = ctx!(self);
@@ -226,6 +277,7 @@ impl Simulation {
                 let (flows, mut cx) = ctx!(self);
                 flows[flow as usize].cbr_send(flow, &mut cx);
             }
+            Ev::DelayStep { line, idx } => self.delay_step(line, idx),
         }
         self.settle_finished();
     }
@@ -248,11 +300,24 @@ impl Simulation {
         let (flows, mut cx) = ctx!(self);
         let f = &mut flows[pkt.flow as usize];
         if pkt.is_ack {
+            let before = f.snd.snd_una;
             f.on_ack(pkt.flow, pkt, &mut cx);
+            if f.sub.is_some() {
+                self.conn_acked(pkt.flow, before);
+            }
         } else if f.info.cbr_bps.is_some() {
             f.cbr_deliver(pkt.flow, &mut cx);
         } else {
+            // A subflow's segment new to its receiver carries a DSN for the connection's reorder buffer.
+            let r = &f.rcv;
+            let dsn = f.sub.as_ref().and_then(|m| {
+                let new = pkt.seq >= r.rcv_nxt && !r.ooo.contains(pkt.seq);
+                new.then(|| m.dsn(pkt.seq).map(|d| (m.conn, d))).flatten()
+            });
             f.on_data(pkt.flow, pkt, &mut cx);
+            if let Some((c, d)) = dsn {
+                self.conn_deliver(c, d);
+            }
         }
         self.settle_finished();
     }
@@ -309,6 +374,7 @@ impl Simulation {
         if f.info.finished.is_none() {
             *cx.nic_turn = Some(fl);
             f.try_send(fl, &mut cx);
+            conn::push_of(&mut self.conns, flows, &mut cx, fl);
             *cx.nic_turn = None;
         }
     }
@@ -327,6 +393,7 @@ impl Simulation {
             flows[flow as usize].cbr_send(flow, &mut cx);
         } else {
             flows[flow as usize].try_send(flow, &mut cx);
+            conn::push_of(&mut self.conns, flows, &mut cx, flow);
         }
         self.settle_finished();
     }

@@ -1,0 +1,38 @@
+"""``paccp compare SCENARIO.toml --schemes ... --out DIR``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from paccp.errors import UserError
+
+DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp"
+
+
+def compare(
+    scenario: Path = typer.Argument(..., help="comparison file (scenarios/compare-*.toml)"),
+    out: Path = typer.Option(..., "--out", help="output directory (compare.json, table.md, PNGs, cache/)"),
+    schemes: str = typer.Option(DEFAULT_SCHEMES, "--schemes", help="comma-separated schemes"),
+    quick: bool = typer.Option(False, "--quick", help="scaled down ([compare.quick]; what the tests run)"),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
+    workers: int = typer.Option(2, "--workers", help="parallel runs"),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster address (with --executor ray)"),
+) -> None:
+    """Run PACCP, SoftBW, MPTCP BG/WC, a rate limiter and TCP on the same tenants, traffic and prices."""
+    from paccp.compare.run import run_compare
+    from paccp.compare.schemes import parse_schemes
+    from paccp.compare.table import markdown
+
+    chosen = parse_schemes(schemes)
+    if not scenario.is_file():
+        raise UserError(f"{scenario}: no such comparison file")
+    doc = run_compare(scenario, chosen, out, quick=quick, executor=executor, workers=workers, address=address)
+    typer.echo(markdown(doc))
+    typer.echo(f"wrote {out}/compare.json, table.md, *.png ({doc['runs']} runs, {doc['wall_s']} s)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``compare`` to the root app."""
+    app.command("compare")(compare)

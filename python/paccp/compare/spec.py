@@ -1,0 +1,265 @@
+"""The comparison file: one scenario (topology, traffic) plus the tenants' purchases, stated once.
+
+A comparison file is an ordinary scenario (``[run]``, ``[transport]``, ``[topology]``, ``[routing]``,
+``[[arrivals]]``: :mod:`paccp.scenario`) with a ``[compare]`` table. It must not contain ``[[vms]]``,
+``[[flows]]``, ``[cc]``, ``[scheme]`` or ``[softbw]``: those are what each scheme's mapping
+(:mod:`paccp.compare.schemes`) writes from the purchases::
+
+    [compare]
+    name = "overcommit"
+    title = "SoftBW's over-committed hosts"
+    seeds = [1, 2, 3]
+    window = "5ms"                 # guarantee check window (= the flow sample interval)
+    bottlenecks = "host_nic"       # channels whose utilisation is scored: host_nic | host_in | fabric
+    book = "pricebooks/default.toml"   # optional; relative to the repository root or this file
+
+    [[compare.purchases]]          # classes of service a tenant VM can buy
+    name = "gold"
+    guarantee = "700Mbit"          # minimum rate (hose model, per VM); 0 = none
+    weight = 2                     # share of spare bandwidth relative to weight 1
+    share = 1                      # how many VMs of this class in the repeating pattern
+
+    [compare.vms]
+    per_host = 4                   # VMs per host; classes follow the pattern (gold, silver, ...) per host
+    hosts = ["s0", "s1"]           # hosts that carry VMs (default: every host)
+
+    [compare.traffic]
+    kind = "longlived"             # arrivals (the [[arrivals]], flows of the source host's VM) |
+                                   # longlived | mapreduce
+    flows_per_vm = [1, 4, 2, 8]    # longlived: cycled over a host's VMs
+    starts = [0, 0.33]             # longlived: start of each VM's flows as a fraction of the run, cycled
+    receivers = ["r0", "r1"]       # longlived: destinations, round robin (default: hosts without VMs)
+
+    [[compare.points]]             # the columns of the comparison (each run for every scheme and seed)
+    name = "2x"
+    vms_per_host = 4               # optional overrides: vms_per_host, load (of every [[arrivals]])
+
+    [compare.gaming]               # k = 1, 4, 16 flows of one VM next to single-flow VMs
+    where = "host"                 # host: all VMs on one host (its NIC is the bottleneck) | fabric
+    vms = 4
+    rate = "1Gbit"
+    guarantee = "100Mbit"
+    weight = 1
+    k = [1, 4, 16]
+    duration = "300ms"
+
+    [compare.quick]                # what --quick changes (tests)
+    seeds = [1]
+    points = ["2x"]
+    set = { "run.duration" = "60ms" }   # dotted paths into the scenario
+    gaming_duration = "100ms"
+    mapreduce_jobs = 50
+
+Everything is validated before any simulation; a mistake is one line (exit code 2).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from paccp.errors import UserError
+from paccp.limits import INT64_MAX
+from paccp.scenario import _M, Duration, Name, Rate, read_toml_file
+
+SCHEME_FREE_SECTIONS = ("vms", "flows", "cc", "scheme", "softbw")
+
+
+class Purchase(_M):
+    """What a tenant VM buys: a guarantee (minimum rate) and a weight (share of the spare)."""
+
+    name: Name
+    guarantee: Rate = Field(default=0, ge=0)
+    weight: float = Field(default=1.0, ge=1.0, le=1e3)
+    share: int = Field(default=1, ge=1, le=1000)
+
+    @property
+    def cos(self) -> str:
+        """The PACCP class of the purchase (:func:`paccp.cos.classify`)."""
+        from paccp.cos import classify
+
+        return classify(self.guarantee, self.weight)
+
+
+class VmsCfg(_M):
+    """Where the VMs are."""
+
+    per_host: int = Field(default=1, ge=1, le=64)
+    hosts: list[str] | None = None
+
+
+class TrafficCfg(_M):
+    """The traffic (module docstring)."""
+
+    kind: Literal["arrivals", "longlived", "mapreduce"]
+    flows_per_vm: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    starts: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
+    receivers: list[str] | None = None
+    jobs: int = Field(default=100, ge=1, le=100_000)
+    size_scale: float = Field(default=1e-3, gt=0)
+    time_scale: float = Field(default=1e-3, gt=0)
+    max_tasks: int | None = Field(default=None, ge=1)
+    drain: Duration = Field(default=200_000_000, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrafficCfg:
+        if any(n < 1 or n > 256 for n in self.flows_per_vm):
+            raise ValueError("flows_per_vm: each must be 1..256")
+        if any(not 0 <= x < 1 for x in self.starts):
+            raise ValueError("starts: each is a fraction of the run, 0 <= x < 1")
+        return self
+
+
+class PointCfg(_M):
+    """One column of the comparison."""
+
+    name: Name
+    load: float | None = Field(default=None, gt=0, le=2.0)
+    vms_per_host: int | None = Field(default=None, ge=1, le=64)
+
+
+class GamingCfg(_M):
+    """The gaming test: one VM opens k flows, the others one each, all buying the same purchase."""
+
+    where: Literal["host", "fabric"] = "host"
+    vms: int = Field(default=4, ge=2, le=64)
+    rate: Rate = Field(default=1_000_000_000, gt=0)
+    guarantee: Rate = Field(default=100_000_000, ge=0)
+    weight: float = Field(default=1.0, ge=1.0, le=1e3)
+    k: list[int] = Field(default_factory=lambda: [1, 4, 16], min_length=1)
+    duration: Duration = Field(default=300_000_000, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> GamingCfg:
+        if any(k < 1 or k > 256 for k in self.k):
+            raise ValueError("k: each must be 1..256")
+        if 1 not in self.k:
+            raise ValueError("k must include 1 (the reference)")
+        if self.guarantee * self.vms > self.rate:
+            raise ValueError("guarantee x vms must not exceed rate (the gaming VMs are not over-committed)")
+        return self
+
+
+class QuickCfg(_M):
+    """What ``--quick`` changes."""
+
+    seeds: list[int] | None = None
+    points: list[str] | None = None
+    set: dict[str, Any] = Field(default_factory=dict)
+    gaming_duration: Duration | None = None
+    gaming_k: list[int] | None = None
+    mapreduce_jobs: int | None = Field(default=None, ge=1)
+
+
+class CompareCfg(_M):
+    """The ``[compare]`` table."""
+
+    name: Name
+    title: str = ""
+    seeds: list[int] = Field(default_factory=lambda: [1], min_length=1, max_length=100)
+    window: Duration = Field(default=5_000_000, gt=0)
+    bottlenecks: Literal["host_nic", "host_in", "fabric"] = "fabric"
+    book: str | None = None
+    purchases: list[Purchase] = Field(min_length=1, max_length=16)
+    vms: VmsCfg = VmsCfg()
+    traffic: TrafficCfg
+    points: list[PointCfg] = Field(default_factory=lambda: [PointCfg(name="base")], min_length=1)
+    gaming: GamingCfg | None = None
+    quick: QuickCfg = QuickCfg()
+
+    @model_validator(mode="after")
+    def _check(self) -> CompareCfg:
+        if any(not 0 <= s <= INT64_MAX for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError("seeds must be distinct integers 0..2^63-1")
+        names = [p.name for p in self.purchases]
+        if len(set(names)) != len(names):
+            raise ValueError("purchases: names must be distinct")
+        pts = [p.name for p in self.points]
+        if len(set(pts)) != len(pts):
+            raise ValueError("points: names must be distinct")
+        for q in self.quick.points or []:
+            if q not in pts:
+                raise ValueError(f"quick.points: unknown point {q!r}")
+        return self
+
+
+class Spec:
+    """A loaded comparison: its ``[compare]`` table, the base scenario dict and where it came from."""
+
+    def __init__(self, cfg: CompareCfg, base: dict[str, Any], path: Path) -> None:
+        self.cfg = cfg
+        self.base = base
+        self.path = path
+
+    def quick(self) -> Spec:
+        """The ``--quick`` version (``[compare.quick]`` applied)."""
+        from paccp.sweep import set_path
+
+        q = self.cfg.quick
+        upd: dict[str, Any] = {}
+        if q.seeds is not None:
+            upd["seeds"] = q.seeds
+        if q.points is not None:
+            upd["points"] = [p for p in self.cfg.points if p.name in q.points]
+        if self.cfg.gaming is not None and (q.gaming_duration is not None or q.gaming_k is not None):
+            g = self.cfg.gaming.model_copy(
+                update={
+                    "duration": q.gaming_duration or self.cfg.gaming.duration,
+                    "k": q.gaming_k or self.cfg.gaming.k,
+                }
+            )
+            upd["gaming"] = g
+        if q.mapreduce_jobs is not None:
+            upd["traffic"] = self.cfg.traffic.model_copy(update={"jobs": q.mapreduce_jobs})
+        base = copy.deepcopy(self.base)
+        for dotted, value in q.set.items():
+            set_path(base, dotted, value)
+        return Spec(self.cfg.model_copy(update=upd), base, self.path)
+
+
+def _fmt(exc: ValidationError, where: str) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"{where}: compare.{loc}: {msg}" if loc else f"{where}: compare: {msg}"
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a comparison file (UserError, one line, on any mistake)."""
+    p = Path(path)
+    doc = read_toml_file(p, "comparison file")
+    if "compare" not in doc or not isinstance(doc["compare"], dict):
+        raise UserError(f"{p}: missing [compare] table (see paccp.compare.spec)")
+    for sec in SCHEME_FREE_SECTIONS:
+        if sec in doc:
+            raise UserError(
+                f"{p}: [{sec}] is not allowed in a comparison file: each scheme's mapping writes it from "
+                "[[compare.purchases]]"
+            )
+    try:
+        cfg = CompareCfg.model_validate(doc.pop("compare"))
+    except ValidationError as exc:
+        raise UserError(_fmt(exc, str(p))) from None
+    if cfg.traffic.kind == "arrivals" and not doc.get("arrivals"):
+        raise UserError(f"{p}: compare.traffic.kind = 'arrivals' needs [[arrivals]]")
+    if cfg.traffic.kind != "arrivals" and doc.get("arrivals"):
+        raise UserError(f"{p}: [[arrivals]] are only used with compare.traffic.kind = 'arrivals'")
+    if any(pt.load is not None for pt in cfg.points) and cfg.traffic.kind != "arrivals":
+        raise UserError(f"{p}: compare.points[].load needs compare.traffic.kind = 'arrivals'")
+    return Spec(cfg, doc, p)
+
+
+def book_path(spec: Spec) -> Path | None:
+    """The price book named by ``compare.book`` (relative to this file, else to the repository root)."""
+    if spec.cfg.book is None:
+        return None
+    cand = spec.path.parent / spec.cfg.book
+    if cand.is_file():
+        return cand
+    from paccp.pricing.book import default_book_path
+
+    root = default_book_path().parents[1]
+    return root / spec.cfg.book
