@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from paccp import mapreduce as mr
 from paccp.errors import UserError
 from paccp.experiments import mptcp_bgwc as exp
 from paccp.scenario import parse_scenario, to_engine, to_toml
@@ -153,11 +152,7 @@ def test_fair_wc_increase_and_dynamic_buffer() -> None:
 @pytest.mark.parametrize(
     "spec",
     [
-        exp.sched_scenario("least_rtt"),
         exp.cc_scenario("olia"),
-        exp.rcvbuf_scenario(200, 2, 131072),
-        exp.rcvbuf_scenario(500, 1, "dynamic"),
-        exp.clos_scenario("ours", mr.Scaling(jobs=3, size_scale=1e-3, time_scale=1e-3, max_tasks=4))[0],
     ],
 )
 def test_setups_the_engine_cannot_run_yet_say_what_is_missing(spec: dict[str, Any]) -> None:
@@ -209,7 +204,7 @@ def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
     from paccp.experiments import load_all
 
     runnable = {i for i in load_all() if i.startswith("mptcp-")}
-    assert runnable == {"mptcp-bg", "mptcp-table3", "mptcp-fair"}
+    assert {"mptcp-bg", "mptcp-table3", "mptcp-fair", "mptcp-sched", "mptcp-rcvbuf"} <= runnable
     assert runnable | set(exp.NEEDS) == ids and not runnable & set(exp.NEEDS)
     rows = exp.PAPER["mptcp-table3"].numbers["rows"]
     assert [r["wc"] for r in rows] == [(62, 31, 31), (212, 106, 106), (120, 65, 35), (217, 110, None)]

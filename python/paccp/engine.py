@@ -55,6 +55,20 @@ _CHANNEL_TYPES: dict[str, pa.DataType] = {
     "max_queue_bytes": pa.int64(),
 }
 
+# Multipath connections (only when the scenario has ``connections``): one row per connection.
+_CONNECTION_TYPES: dict[str, pa.DataType] = {
+    "id": pa.string(),
+    "subflows": pa.list_(pa.string()),
+    "size_bytes": pa.int64(),
+    "finish_ns": pa.int64(),
+    "bytes_delivered": pa.int64(),
+    "window_blocked": pa.int64(),
+    "penalisations": pa.int64(),
+    "reinjections": pa.int64(),
+    "max_ooo_bytes": pa.int64(),
+    "max_rwnd_bytes": pa.int64(),
+}
+
 
 @dataclass(frozen=True)
 class Samples:
@@ -80,6 +94,8 @@ class EngineResult:
     channels: pa.Table
     samples: Samples
     stats: dict[str, int]
+    # One row per multipath connection; None when the scenario has none.
+    connections: pa.Table | None = None
 
 
 def _table(cols: Mapping[str, list[Any]], types: Mapping[str, pa.DataType]) -> pa.Table:
@@ -111,6 +127,7 @@ def parse_output(out: Mapping[str, Any]) -> EngineResult:
         channels=_table(out["channels"], _CHANNEL_TYPES),
         samples=samples,
         stats={str(k): int(v) for k, v in out["stats"].items()},
+        connections=_table(out["connections"], _CONNECTION_TYPES) if "connections" in out else None,
     )
 
 

@@ -34,6 +34,55 @@ pub struct Scenario {
     /// Queue disciplines (optional; absent = FIFO drop-tail everywhere, as before they existed).
     #[serde(default)]
     pub queues: QueuesCfg,
+    /// Multipath connections over fixed flows (optional; `crate::transport::conn`).
+    #[serde(default)]
+    pub connections: Vec<ConnCfg>,
+}
+
+/// A connection: one byte stream over several subflows (fixed flows with `size_bytes` null).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnCfg {
+    /// Unique id.
+    pub id: String,
+    /// Its subflows in order (the first is the master subflow, BG-first's BG subflow).
+    pub subflows: Vec<SubflowCfg>,
+    /// Bytes of the stream; `null` = unlimited.
+    pub size_bytes: Option<u64>,
+    /// The subflow scheduler: `{"kind": "least_rtt"}`, `{"kind": "bg_first"}` or a registered one.
+    pub scheduler: serde_json::Value,
+    /// Connection-level receive buffer (bytes; with `dynamic_beta`, the floor of the dynamic size).
+    pub receive_buffer_bytes: u64,
+    /// Dynamic receive buffer B >= beta * max RTT_i * sum BW_i with this beta (>= 1); null = fixed.
+    #[serde(default)]
+    pub dynamic_beta: Option<f64>,
+    /// Linux MPTCP's penalisation and reinjection when the receive window blocks (default true).
+    #[serde(default = "yes")]
+    pub penalize: bool,
+}
+
+/// One subflow of a connection.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubflowCfg {
+    /// The id of its fixed flow.
+    pub flow: String,
+    /// One-way delay added to its data packets after the host NIC (netem-like), from the start.
+    #[serde(default)]
+    pub extra_delay_ns: u64,
+    /// Later values of that delay, in time order.
+    #[serde(default)]
+    pub delay_steps: Vec<DelayStepCfg>,
+}
+
+/// A change of a subflow's extra delay.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelayStepCfg {
+    /// When it takes effect.
+    pub at_ns: u64,
+    /// The new extra delay.
+    pub delay_ns: u64,
 }
 
 /// Queue disciplines of the host NIC channels and of the switch output channels.

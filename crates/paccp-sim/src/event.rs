@@ -35,6 +35,8 @@ pub(crate) enum Ev {
     Arrival { gen: u32 },
     /// A constant-bit-rate flow sends its next datagram.
     CbrSend { flow: u32 },
+    /// Step `idx` of a subflow's extra delay line `line` takes effect (`crate::sim::conn`).
+    DelayStep { line: u32, idx: u16 },
 }
 
 /// A heap entry.

@@ -27,6 +27,7 @@ pub(crate) mod workload;
 use cc::{CcMaker, CcParser};
 use host::{SelectorMaker, SelectorParser, VmInfo};
 use serde_json::Value;
+pub use transport::conn::sched::{SchedulerMaker, SchedulerParser, SubflowScheduler, SubflowView};
 
 pub use error::{EngineError, Result};
 pub use sim::{Progress, Simulation};
@@ -43,6 +44,7 @@ pub const SOURCE_HASH: &str = env!("PACCP_SIM_SOURCE_HASH");
 pub struct Registry {
     cc: Vec<(String, CcParser)>,
     selectors: Vec<(String, SelectorParser)>,
+    schedulers: Vec<(String, SchedulerParser)>,
 }
 
 impl Default for Registry {
@@ -53,6 +55,10 @@ impl Default for Registry {
                 .map(|(k, p)| (k.to_string(), p))
                 .collect(),
             selectors: host::builtin_selectors()
+                .into_iter()
+                .map(|(k, p)| (k.to_string(), p))
+                .collect(),
+            schedulers: transport::conn::sched::builtin()
                 .into_iter()
                 .map(|(k, p)| (k.to_string(), p))
                 .collect(),
@@ -86,6 +92,32 @@ impl Registry {
         self.selectors.retain(|(k, _)| k != kind);
         self.selectors.push((kind.to_string(), parser));
         self
+    }
+
+    /// Adds (or replaces) the subflow scheduler `kind` (of a connection's `scheduler`).
+    pub fn register_scheduler(&mut self, kind: &str, parser: SchedulerParser) -> &mut Self {
+        self.schedulers.retain(|(k, _)| k != kind);
+        self.schedulers.push((kind.to_string(), parser));
+        self
+    }
+
+    /// The scheduler maker of a `scheduler` object at `field`.
+    pub fn scheduler_maker(&self, field: &str, v: &Value) -> Result<SchedulerMaker> {
+        let kind = kind_of(field, v)?;
+        match self.schedulers.iter().find(|(k, _)| k == kind) {
+            Some((_, parse)) => parse(v).map_err(|e| match e {
+                EngineError::Parse(m) => {
+                    EngineError::invalid(field, m.trim_start_matches("scheduler: ").to_string())
+                }
+                e => e,
+            }),
+            None => Err(unknown(
+                field,
+                "subflow scheduler",
+                kind,
+                self.schedulers.iter().map(|(k, _)| k.as_str()).collect(),
+            )),
+        }
     }
 
     /// The controller maker of a scenario's `cc` object.

@@ -131,11 +131,12 @@ pub(crate) fn output(o: &OutputParts<'_>) -> Value {
         "retransmits": fl.iter().map(|f| f.snd.retransmits).collect::<Vec<_>>(),
         "timeouts": fl.iter().map(|f| f.snd.timeouts).collect::<Vec<_>>(),
         "spurious_retransmits": fl.iter().map(|f| f.rcv.spurious).collect::<Vec<_>>(),
-        "route": fl.iter().map(|f| o.routes[f.info.route_data as usize..].iter().take_while(|&&c| c != ROUTE_END).map(chname).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        // Subflow delay lines (channels past the network's) are not links: not named.
+        "route": fl.iter().map(|f| o.routes[f.info.route_data as usize..].iter().take_while(|&&c| c != ROUTE_END).filter(|&&c| (c as usize) < o.net.channels.len()).map(chname).collect::<Vec<_>>()).collect::<Vec<_>>(),
         "change_acked_bytes": fl.iter().map(|f| f.info.change_acked.clone()).collect::<Vec<_>>(),
     });
     let cs = &o.net.channels;
-    let rt = o.channels;
+    let rt = &o.channels[..cs.len()];
     let channels = json!({
         "name": cs.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
         "from": cs.iter().map(|c| name(c.from)).collect::<Vec<_>>(),

@@ -15,7 +15,8 @@ Topologies (all links 1 Gb/s, 10 us, 100-packet drop-tail per priority queue unl
 - ``clos``: the paper's Fig. 18: 400 hosts, 4 pods of 4 ToRs x 25 hosts and 2 aggregation switches, 2 cores;
   host-ToR 1 Gb/s, ToR-agg 10 Gb/s, agg-core 20 Gb/s; ECMP.
 
-Status: ``mptcp-bg``, ``mptcp-table3`` and ``mptcp-fair`` are registered (``paccp reproduce``). The others
+Status: ``mptcp-bg``, ``mptcp-table3`` and ``mptcp-fair`` are registered here, ``mptcp-sched`` and
+``mptcp-rcvbuf`` in their own modules (:mod:`.mptcp_sched`, :mod:`.mptcp_rcvbuf`). The others
 need what :data:`NEEDS` names (the connection layer above all); their builders produce scenarios that
 validate, and ``to_engine`` says plainly what the engine cannot run yet.
 """
@@ -356,11 +357,9 @@ def clos_scenario(
 
 # What the experiments that are not registered still need from the engine (issue 11).
 NEEDS: dict[str, str] = {
-    "mptcp-sched": "the connection layer: one byte stream over the subflows, the LeastRTT scheduler",
     "mptcp-wc": "a flow that pauses (S2 silent from 50 to 80 s of 110 s)",
     "mptcp-cc": "LIA and OLIA (coupled over a connection's subflows; BALIA is not planned)",
-    "mptcp-rcvbuf": "connection-level receive buffer (penalisation, reinjection, dynamic size); WC delay",
-    "mptcp-clos": "finite connections (the connection layer) for the ours and wc_only variants",
+    "mptcp-clos": "a runner checked at size (finite connections now run on the connection layer)",
 }
 
 
@@ -478,22 +477,6 @@ def run_fair(opts: ExperimentOptions) -> dict[str, Any]:
                 )
             )
     return _finish("mptcp-fair", opts, measured, checks)
-
-
-def run_sched(opts: ExperimentOptions) -> dict[str, Any]:
-    """mptcp-sched: A's BG rate in the first tenth of the run (the paper's first seconds), per scheduler."""
-    out = opts.out_dir / "mptcp-sched"
-    g = {f"vm{s}": float(v) for s, v in PAPER["mptcp-sched"].numbers["guarantee_mbps"].items()}
-    dur = QUICK_S if opts.quick else FULL_S
-    first: dict[str, float] = {}
-    measured: dict[str, Any] = {}
-    for sched in ("bg_first", "least_rtt"):
-        m = _measure(
-            sched_scenario(sched, quick=opts.quick, seed=opts.seed), out, sched, f"mptcp-sched {sched}", g
-        )
-        first[sched] = m.window_mean("vmA", "bg", dur / 100, dur / 10)
-        measured[sched] = {"A_bg_first_tenth": first[sched], "wall_s": m.wall_s}
-    return _finish("mptcp-sched", opts, measured, mc.checks_sched(first, g["vmA"]))
 
 
 def run_clos(opts: ExperimentOptions) -> dict[str, Any]:

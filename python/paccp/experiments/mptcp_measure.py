@@ -40,6 +40,8 @@ class Measured:
     mean: dict[tuple[str, str], float]
     wall_s: float
     stats: dict[str, int]
+    # The engine's connection records (column -> values), when the run has connections.
+    connections: dict[str, list[Any]] | None = None
 
     def rate(self, vm: str, cls: str) -> float:
         """Mean rate of a VM's class (0 when it has none)."""
@@ -76,7 +78,8 @@ def measure(spec: dict[str, Any], *, description: str) -> Measured:
         series[key] = series[key] + mbps if key in series else mbps.copy()
     first = -(-sc.run.warmup // result.samples.interval_ns)
     mean = {k: float(v[first:].mean()) if v[first:].size else 0.0 for k, v in series.items()}
-    return Measured(times, series, mean, wall, dict(result.stats))
+    conns = None if result.connections is None else result.connections.to_pydict()
+    return Measured(times, series, mean, wall, dict(result.stats), conns)
 
 
 def plot_vm_classes(

@@ -16,11 +16,18 @@ Scenario section (SPEC section 6; the paper is ``papers/mptcp-bandwidth-guarante
     receive_buffer = "6MiB"   # connection-level receive buffer: a size, or "dynamic" (Eq. 1)
     rcvbuf_beta = 3.0         # beta of the dynamic size B >= beta * max RTT_i * sum BW_i
     penalize = true           # Linux MPTCP's penalisation + reinjection when the receive window blocks
-    wc_extra_delay = "0us"    # one-way delay added to WC subflows (the paper's netem, Figs. 7-8, 17)
+    wc_extra_delay = "0us"    # one-way delay added to WC subflows' data (the paper's netem, Figs. 7-8, 17)
+    wc_delay_steps = []       # later values of it: [{at = "15s", delay = "2ms"}, ...] (Fig. 17)
     [[scheme.udp]]            # constant-rate UDP flows; they are BG traffic (share the VM's shaper)
     vm = "vm1"; dst = "h5"; rate = "50Mbit"; start = "0s"; stop = "1s"
 
-Every TCP flow of a VM becomes one connection (one byte stream) with one BG subflow and N WC subflows. The
+Every TCP flow of a VM becomes one connection (one byte stream, the flow's size; the engine's
+``connections``) with one BG subflow and N WC subflows. The connection's scheduler hands out its data
+segments (``bg_first``: the BG subflow whenever its window and NIC queue have room, else WC;
+``least_rtt``: the available subflow with the smallest smoothed RTT), limited by the connection-level
+receive window of ``receive_buffer`` bytes (``"dynamic"``: Eq. 1 with ``rcvbuf_beta``, at least Linux's
+default 87,380 bytes); with ``penalize``, Linux MPTCP's penalisation (halve the slower subflow holding the
+oldest unacknowledged data) and reinjection when that window blocks. The
 VM's **guarantee B_g is its ``theta``** (``[[vms]]``): a token bucket at the host limits the VM's BG
 traffic (BG subflows and UDP) to B_g (hose model, HTB-like). BG packets carry the high-priority mark and WC
 packets the low one; every switch port serves two strict-priority queues, each with the port's drop-tail
@@ -56,6 +63,7 @@ if TYPE_CHECKING:
 
 UNIT_DEFAULT_BPS = 75_000_000  # the paper's bandwidth unit U
 LINUX_TCP_RMEM_MAX = 6_291_456  # Linux's default tcp_rmem max (the paper's setting 5 in Table 1)
+LINUX_TCP_RMEM_DEFAULT = 87_380  # Linux's default tcp_rmem default: the floor of the dynamic buffer
 
 
 def _buffer(v: object) -> object:
@@ -79,6 +87,13 @@ class UdpFlow(_M):
     stop: Duration | None = None
 
 
+class DelayStep(_M):
+    """A later value of the WC subflows' extra delay."""
+
+    at: Duration
+    delay: Duration
+
+
 class MptcpBgwc(_M):
     """``[scheme] kind = "mptcp_bgwc"`` (module docstring)."""
 
@@ -95,6 +110,7 @@ class MptcpBgwc(_M):
     rcvbuf_beta: float = Field(default=3.0, ge=1.0)
     penalize: bool = True
     wc_extra_delay: Duration = 0
+    wc_delay_steps: list[DelayStep] = Field(default_factory=list)
     udp: list[UdpFlow] = Field(default_factory=list)
 
     # ------------------------------------------------------------------ checks against the scenario
@@ -111,6 +127,9 @@ class MptcpBgwc(_M):
                 raise UserError(f"scheme.competition_levels.{vm_id}: A_l must be >= 1, got {level}")
         if isinstance(self.receive_buffer, int) and self.receive_buffer <= 0:
             raise UserError("scheme.receive_buffer: must be > 0 bytes or 'dynamic'")
+        for k in range(1, len(self.wc_delay_steps)):
+            if self.wc_delay_steps[k].at < self.wc_delay_steps[k - 1].at:
+                raise UserError(f"scheme.wc_delay_steps[{k}].at: steps must be in time order")
         if sc.softbw is not None:
             raise UserError("scheme: mptcp_bgwc cannot be combined with [softbw] (both set the host queues)")
         if "kind" in sc.cc.model_fields_set:
@@ -147,7 +166,9 @@ class MptcpBgwc(_M):
         its theta = B_g is the rate of its BG token bucket at the host) and ``v/wc`` (its WC subflows;
         omega = A_l, which the engine's per-VM split divides by the number K of active WC subflows, so a
         ``fair_wc`` subflow's increase omega^2 per RTT is (A_l / K)^2). Every flow ``f`` becomes ``f/bg``
-        (class 0) and ``f/wc0`` .. (class 1, same path); switches serve two strict-priority levels.
+        (class 0) and ``f/wc0`` .. (class 1, same path), the subflows of connection ``f`` (variants ``ours``
+        and ``wc_only``; ``bg_only`` keeps ``f/bg`` as a plain flow of the flow's size); switches serve two
+        strict-priority levels.
         """
         self._runnable(sc)
         v = self.variant
@@ -168,24 +189,37 @@ class MptcpBgwc(_M):
                 )
         wc_cc = {"kind": "fair_wc" if self.fair_wc and v == "ours" else self.subflow_cc}
         flows: list[dict[str, Any]] = []
+        connections: list[dict[str, Any]] = []
         for f in eng["flows"]:
             if v == "free_competition":
                 flows.append(dict(f, label=f["vm"]))
                 continue
-            flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **{"class": 0}))
-            if v in ("ours", "wc_only"):
-                for k in range(self.wc_subflows if isinstance(self.wc_subflows, int) else 1):
-                    flows.append(
-                        dict(
-                            f,
-                            id=f"{f['id']}/wc{k}",
-                            label=f["vm"],
-                            vm=f"{f['vm']}/wc",
-                            cc=wc_cc,
-                            same_path_as=f"{f['id']}/bg",
-                            **{"class": 1},
-                        )
+            if v == "bg_only":
+                flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **{"class": 0}))
+                continue
+            flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], size_bytes=None, **{"class": 0}))
+            subflows: list[dict[str, Any]] = [{"flow": f"{f['id']}/bg"}]
+            for k in range(self.wc_subflows if isinstance(self.wc_subflows, int) else 1):
+                flows.append(
+                    dict(
+                        f,
+                        id=f"{f['id']}/wc{k}",
+                        label=f["vm"],
+                        vm=f"{f['vm']}/wc",
+                        cc=wc_cc,
+                        same_path_as=f"{f['id']}/bg",
+                        size_bytes=None,
+                        **{"class": 1},
                     )
+                )
+                subflows.append(
+                    {
+                        "flow": f"{f['id']}/wc{k}",
+                        "extra_delay_ns": self.wc_extra_delay,
+                        "delay_steps": [{"at_ns": d.at, "delay_ns": d.delay} for d in self.wc_delay_steps],
+                    }
+                )
+            connections.append(self.connection(f["id"], f["size_bytes"], subflows))
         host_of = {vm.id: vm.host for vm in sc.vms}
         for k, u in enumerate(self.udp):
             flows.append(
@@ -208,6 +242,8 @@ class MptcpBgwc(_M):
                 }
             )
         out = dict(eng, vms=vms, flows=flows, cc={"kind": "reno"})
+        if connections:
+            out["connections"] = connections
         if v != "free_competition":
             out["queues"] = {"switch": {"kind": "strict_priority", "levels": [buf, buf]}}
         if v in ("ours", "bg_only"):
@@ -228,18 +264,27 @@ class MptcpBgwc(_M):
             }
         return out
 
+    def connection(self, flow_id: str, size: int | None, subflows: list[dict[str, Any]]) -> dict[str, Any]:
+        """The engine connection of flow ``flow_id`` over ``subflows`` (BG first)."""
+        dynamic = self.receive_buffer == "dynamic"
+        return {
+            "id": flow_id,
+            "subflows": subflows,
+            "size_bytes": size,
+            "scheduler": {"kind": self.scheduler},
+            "receive_buffer_bytes": LINUX_TCP_RMEM_DEFAULT if dynamic else self.receive_buffer,
+            "dynamic_beta": self.rcvbuf_beta if dynamic else None,
+            "penalize": self.penalize,
+        }
+
     def _runnable(self, sc: Scenario) -> None:
         """UserError naming what the engine cannot run yet."""
         missing = []
-        if any(f.size is not None for f in sc.flows) and self.variant != "free_competition":
-            missing.append("finite connections (a connection-level byte stream)")
         if self.variant in ("ours", "wc_only"):
             if self.wc_subflows != 1:
-                missing.append("more than one WC subflow")
+                missing.append("more than one WC subflow (pinning each to its own disjoint path)")
             if self.subflow_cc != "reno" and not (self.fair_wc and self.variant == "ours"):
                 missing.append(f"subflow_cc {self.subflow_cc!r}")
-            if self.scheduler != "bg_first" or self.wc_extra_delay or self.receive_buffer == "dynamic":
-                missing.append("the connection layer (scheduler, receive buffer, WC delay)")
         if missing:
             raise UserError(
                 f"scheme mptcp_bgwc: validated, but the engine cannot run it yet ({'; '.join(missing)}; "

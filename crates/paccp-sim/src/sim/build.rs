@@ -291,6 +291,7 @@ impl Simulation {
             ids: HashSet::new(),
             events: 0,
             flow_cc: Vec::new(),
+            conns: Default::default(),
         };
         for (i, fc) in sc.flows.iter().enumerate() {
             let f = format!("flows[{i}]");
@@ -410,6 +411,7 @@ impl Simulation {
                 );
             }
         }
+        sim.add_connections(&sc.connections, reg)?;
         for (i, a) in sc.arrivals.iter().enumerate() {
             let (g, first) =
                 ArrivalGen::new(i, a, sc.seed, &sim.net, &sc.topology, sim.hosts.len())?;

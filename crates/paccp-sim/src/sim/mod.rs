@@ -63,6 +63,8 @@ pub struct Simulation {
     events: u64,
     /// Controllers of flows with their own `cc` (see [`NewFlow::cc`]).
     flow_cc: Vec<CcMaker>,
+    /// Multipath connections over some of the flows, and their subflows' delay lines.
+    conns: conn::Conns,
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
@@ -96,6 +98,8 @@ macro_rules! ctx {
         )
     };
 }
+
+mod conn;
 
 impl Simulation {
     /// Runs to the end and returns the output (docs/engine-contract.md).
@@ -165,7 +169,7 @@ impl Simulation {
         if let Some(cb) = progress.as_mut() {
             cb(total_ns, total_ns).map_err(EngineError::Aborted)?;
         }
-        Ok(output(&OutputParts {
+        let mut out = output(&OutputParts {
             flows: &self.flows,
             net: &self.net,
             channels: &self.channels,
@@ -176,7 +180,13 @@ impl Simulation {
             events: self.events,
             mss: self.p.mss,
             sim_end: last_t.min(self.duration),
-        }))
+        });
+        if let Some(c) =
+            crate::transport::conn::output(&self.conns.list, &self.flows, self.p.mss, Ps::PER_NS)
+        {
+            out["connections"] = c;
+        }
+        Ok(out)
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -203,11 +213,13 @@ impl Simulation {
                 if f.info.finished.is_none() {
                     f.try_send(flow, &mut cx);
                 }
+                conn::push_of(&mut self.conns, flows, &mut cx, flow);
             }
             Ev::FlowStart { flow } => self.start_flow(flow),
             Ev::Rto { flow } => {
                 let (flows, mut cx) = ctx!(self);
                 flows[flow as usize].rto_fire(flow, &mut cx);
+                conn::push_of(&mut self.conns, flows, &mut cx, flow);
             }
             Ev::DelAck { flow, gen } => {
                 let (flows, mut cx) = ctx!(self);
@@ -226,6 +238,7 @@ impl Simulation {
                 let (flows, mut cx) = ctx!(self);
                 flows[flow as usize].cbr_send(flow, &mut cx);
             }
+            Ev::DelayStep { line, idx } => self.delay_step(line, idx),
         }
         self.settle_finished();
     }
@@ -248,11 +261,24 @@ impl Simulation {
         let (flows, mut cx) = ctx!(self);
         let f = &mut flows[pkt.flow as usize];
         if pkt.is_ack {
+            let before = f.snd.snd_una;
             f.on_ack(pkt.flow, pkt, &mut cx);
+            if f.sub.is_some() {
+                self.conn_acked(pkt.flow, before);
+            }
         } else if f.info.cbr_bps.is_some() {
             f.cbr_deliver(pkt.flow, &mut cx);
         } else {
+            // A subflow's segment new to its receiver carries a DSN for the connection's reorder buffer.
+            let r = &f.rcv;
+            let dsn = f.sub.as_ref().and_then(|m| {
+                let new = pkt.seq >= r.rcv_nxt && !r.ooo.contains(pkt.seq);
+                new.then(|| m.dsn(pkt.seq).map(|d| (m.conn, d))).flatten()
+            });
             f.on_data(pkt.flow, pkt, &mut cx);
+            if let Some((c, d)) = dsn {
+                self.conn_deliver(c, d);
+            }
         }
         self.settle_finished();
     }
@@ -309,6 +335,7 @@ impl Simulation {
         if f.info.finished.is_none() {
             *cx.nic_turn = Some(fl);
             f.try_send(fl, &mut cx);
+            conn::push_of(&mut self.conns, flows, &mut cx, fl);
             *cx.nic_turn = None;
         }
     }
@@ -327,6 +354,7 @@ impl Simulation {
             flows[flow as usize].cbr_send(flow, &mut cx);
         } else {
             flows[flow as usize].try_send(flow, &mut cx);
+            conn::push_of(&mut self.conns, flows, &mut cx, flow);
         }
         self.settle_finished();
     }

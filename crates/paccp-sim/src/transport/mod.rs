@@ -18,12 +18,14 @@
 //! channels (to inject a packet or wait for room in the NIC queue), the packet counters, and the list
 //! of flows that finished (the simulation then updates VBP splits).
 //!
-//! Extension point for multipath (docs/adding-a-scheme.md): a connection composes several [`Flow`]s as
-//! subflows (each its own route, mark and controller); the connection layer maps its byte stream onto
-//! the subflows' segments through a subflow scheduler and reorders at a connection-level receive
-//! buffer. A subflow's sender is unchanged; [`crate::cc::CcCtx::peers`] carries its siblings' windows
-//! to a coupled controller.
+//! Multipath ([`conn`], docs/adding-a-scheme.md): a connection composes several [`Flow`]s as subflows
+//! (each its own route, mark and controller); it maps its byte stream onto the subflows' segments
+//! through a subflow scheduler ([`conn::sched`]) and reorders at a connection-level receive buffer. A
+//! subflow's sender sends what its connection granted it ([`Flow::sub`]) and does not finish on its
+//! own; otherwise it is the single-path sender. [`crate::cc::CcCtx::peers`] carries its siblings'
+//! windows to a coupled controller.
 pub(crate) mod cbr;
+pub(crate) mod conn;
 pub(crate) mod prr;
 pub(crate) mod receiver;
 pub(crate) mod sack_recovery;
@@ -207,6 +209,9 @@ pub(crate) struct Flow {
     pub(crate) policy: Policy,
     pub(crate) snd: Sender,
     pub(crate) rcv: Receiver,
+    /// A connection's subflow: its data-sequence mapping ([`conn::SubMap`]); `None` for a single-path
+    /// flow.
+    pub(crate) sub: Option<Box<conn::SubMap>>,
 }
 
 impl Flow {
@@ -267,6 +272,17 @@ impl Flow {
                 delack_gen: 0,
                 delack_ts: 0,
             },
+            sub: None,
+        }
+    }
+
+    /// Payload bytes of segment `seg` (the last segment of a finite stream is shorter).
+    #[inline]
+    pub(crate) fn seg_payload(&self, seg: u64, mss: u64) -> u32 {
+        match &self.sub {
+            Some(m) => m.payload(seg, mss),
+            None if seg + 1 == self.snd.nsegs => self.snd.last_payload,
+            None => mss as u32,
         }
     }
 

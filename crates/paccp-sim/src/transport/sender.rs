@@ -24,13 +24,9 @@ impl Flow {
     pub(crate) fn send_segment(&mut self, idx: u32, seg: u64, cx: &mut Ctx<'_>) {
         let key = self.qkey();
         let ctx = self.cc_ctx(cx.now(), cx.p.mss);
+        let payload = self.seg_payload(seg, cx.p.mss);
         let s = &mut self.snd;
         s.cc.on_send(&mut s.win, seg, &ctx);
-        let payload = if seg + 1 == s.nsegs {
-            s.last_payload
-        } else {
-            cx.p.mss as u32
-        };
         if seg < s.high_tx {
             s.retransmits += 1;
         } else {
@@ -290,7 +286,8 @@ impl Flow {
             }
             let s = &mut self.snd;
             s.dupacks = 0;
-            if s.snd_una >= s.nsegs {
+            // A connection's subflow ends with its connection, not when its granted data is acknowledged.
+            if s.snd_una >= s.nsegs && self.sub.is_none() {
                 self.info.finished = Some(now);
                 s.rtt.rto_deadline = 0;
                 cx.finish(idx);
