@@ -154,10 +154,8 @@ def test_fair_wc_increase_and_dynamic_buffer() -> None:
     "spec",
     [
         exp.sched_scenario("least_rtt"),
-        exp.cc_scenario("olia"),
         exp.rcvbuf_scenario(200, 2, 131072),
         exp.rcvbuf_scenario(500, 1, "dynamic"),
-        exp.clos_scenario("ours", mr.Scaling(jobs=3, size_scale=1e-3, time_scale=1e-3, max_tasks=4))[0],
     ],
 )
 def test_setups_the_engine_cannot_run_yet_say_what_is_missing(spec: dict[str, Any]) -> None:
@@ -209,7 +207,7 @@ def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
     from paccp.experiments import load_all
 
     runnable = {i for i in load_all() if i.startswith("mptcp-")}
-    assert runnable == {"mptcp-bg", "mptcp-table3", "mptcp-fair"}
+    assert {"mptcp-bg", "mptcp-table3", "mptcp-fair", "mptcp-cc"} <= runnable
     assert runnable | set(exp.NEEDS) == ids and not runnable & set(exp.NEEDS)
     rows = exp.PAPER["mptcp-table3"].numbers["rows"]
     assert [r["wc"] for r in rows] == [(62, 31, 31), (212, 106, 106), (120, 65, 35), (217, 110, None)]
@@ -229,3 +227,22 @@ def test_cli_reports_a_bad_scheme_in_one_line_with_exit_2(tmp_path: Path) -> Non
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("paccp: error:") and "scheme.scheduler" in lines[0]
+
+
+def test_coupled_and_finite_connections_in_the_engine_json() -> None:
+    # LIA / OLIA: every subflow of a connection (BG included) runs the coupled controller, the WC
+    # subflows join the BG subflow's group; fair WC (Eq. 7 is Reno's) cannot be combined with them.
+    eng = to_engine(parse_scenario(exp.cc_scenario("lia", quick=True)))
+    fl = {f["id"]: f for f in eng["flows"]}
+    assert fl["fS1/bg"]["cc"] == {"kind": "lia"} and fl["fS1/wc0"]["cc"] == {"kind": "lia"}
+    assert fl["fS1/wc0"]["subflow_of"] == "fS1/bg" and "subflow_of" not in fl["fS1/bg"]
+    spec = exp.cc_scenario("olia", quick=True)
+    spec["scheme"]["fair_wc"] = True
+    assert "scheme.fair_wc: Eq. 7 changes Reno's increase" in _err(spec)
+    # A finite connection: the BG subflow carries the size, its WC subflows share it (size null).
+    spec, _ = exp.clos_scenario("ours", mr.Scaling(jobs=3, size_scale=1e-3, time_scale=1e-3, max_tasks=4))
+    eng = to_engine(parse_scenario(spec))
+    bg = [f for f in eng["flows"] if f["id"].endswith("/bg")]
+    wc = [f for f in eng["flows"] if f["id"].endswith("/wc0")]
+    assert bg and all(f["size_bytes"] for f in bg) and len(wc) == len(bg)
+    assert all(f["size_bytes"] is None and f["subflow_of"] == f["id"][:-4] + "/bg" for f in wc)

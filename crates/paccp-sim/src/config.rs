@@ -349,6 +349,13 @@ pub struct FlowCfg {
     /// A constant-bit-rate (UDP-like) flow at this rate instead of TCP.
     #[serde(default)]
     pub cbr_bps: Option<u64>,
+    /// A subflow of the connection whose first flow is this earlier flow (`transport::coupled`): its
+    /// controller sees the group's windows, and it shares that flow's size (its own must be null).
+    #[serde(default)]
+    pub subflow_of: Option<String>,
+    /// From this time on the flow takes no new data (a pooled connection's budget is emptied).
+    #[serde(default)]
+    pub stop_ns: Option<u64>,
 }
 
 /// Destination rule of an arrival generator.

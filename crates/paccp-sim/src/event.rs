@@ -35,6 +35,8 @@ pub(crate) enum Ev {
     Arrival { gen: u32 },
     /// A constant-bit-rate flow sends its next datagram.
     CbrSend { flow: u32 },
+    /// A flow's `stop_ns`: it takes no new data.
+    Stop { flow: u32 },
 }
 
 /// A heap entry.

@@ -358,7 +358,6 @@ def clos_scenario(
 NEEDS: dict[str, str] = {
     "mptcp-sched": "the connection layer: one byte stream over the subflows, the LeastRTT scheduler",
     "mptcp-wc": "a flow that pauses (S2 silent from 50 to 80 s of 110 s)",
-    "mptcp-cc": "LIA and OLIA (coupled over a connection's subflows; BALIA is not planned)",
     "mptcp-rcvbuf": "connection-level receive buffer (penalisation, reinjection, dynamic size); WC delay",
     "mptcp-clos": "finite connections (the connection layer) for the ours and wc_only variants",
 }

@@ -109,6 +109,11 @@ class MptcpBgwc(_M):
                 raise UserError(f"scheme.competition_levels.{vm_id}: unknown VM")
             if level < 1:
                 raise UserError(f"scheme.competition_levels.{vm_id}: A_l must be >= 1, got {level}")
+        if self.subflow_cc != "reno" and self.fair_wc and self.variant == "ours":
+            raise UserError(
+                f"scheme.fair_wc: Eq. 7 changes Reno's increase; set fair_wc = false to use subflow_cc "
+                f"{self.subflow_cc!r}"
+            )
         if isinstance(self.receive_buffer, int) and self.receive_buffer <= 0:
             raise UserError("scheme.receive_buffer: must be > 0 bytes or 'dynamic'")
         if sc.softbw is not None:
@@ -166,15 +171,20 @@ class MptcpBgwc(_M):
                         "omega": float(level),
                     }
                 )
-        wc_cc = {"kind": "fair_wc" if self.fair_wc and v == "ours" else self.subflow_cc}
+        fair = self.fair_wc and v == "ours"
+        wc_cc = {"kind": "fair_wc" if fair else self.subflow_cc}
+        # LIA / OLIA couple all subflows of a connection, the BG one included (as MPTCP's per-connection
+        # congestion control does); uncoupled Reno leaves the BG subflow on the scenario's Reno.
+        bg_cc = {} if self.subflow_cc == "reno" else {"cc": {"kind": self.subflow_cc}}
         flows: list[dict[str, Any]] = []
         for f in eng["flows"]:
             if v == "free_competition":
                 flows.append(dict(f, label=f["vm"]))
                 continue
-            flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **{"class": 0}))
+            flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **bg_cc, **{"class": 0}))
             if v in ("ours", "wc_only"):
                 for k in range(self.wc_subflows if isinstance(self.wc_subflows, int) else 1):
+                    # one connection: the subflows share the BG subflow's size (transport::coupled)
                     flows.append(
                         dict(
                             f,
@@ -182,7 +192,9 @@ class MptcpBgwc(_M):
                             label=f["vm"],
                             vm=f"{f['vm']}/wc",
                             cc=wc_cc,
+                            size_bytes=None,
                             same_path_as=f"{f['id']}/bg",
+                            subflow_of=f"{f['id']}/bg",
                             **{"class": 1},
                         )
                     )
@@ -231,13 +243,9 @@ class MptcpBgwc(_M):
     def _runnable(self, sc: Scenario) -> None:
         """UserError naming what the engine cannot run yet."""
         missing = []
-        if any(f.size is not None for f in sc.flows) and self.variant != "free_competition":
-            missing.append("finite connections (a connection-level byte stream)")
         if self.variant in ("ours", "wc_only"):
             if self.wc_subflows != 1:
                 missing.append("more than one WC subflow")
-            if self.subflow_cc != "reno" and not (self.fair_wc and self.variant == "ours"):
-                missing.append(f"subflow_cc {self.subflow_cc!r}")
             if self.scheduler != "bg_first" or self.wc_extra_delay or self.receive_buffer == "dynamic":
                 missing.append("the connection layer (scheduler, receive buffer, WC delay)")
         if missing:

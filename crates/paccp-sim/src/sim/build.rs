@@ -14,6 +14,7 @@ use crate::net::qdisc::{limits, Prio, Sched};
 use crate::net::{NetStats, ROUTE_END};
 use crate::rng::stream;
 use crate::topo::{Network, Router};
+use crate::transport::coupled::Group;
 use crate::transport::{Flow, FlowInfo, Params};
 use crate::units::Ps;
 use crate::workload::{host_of, positive, ArrivalGen};
@@ -40,6 +41,8 @@ pub(crate) struct NewFlow {
     pub(crate) same_path_as: Option<u32>,
     /// Constant bit rate (UDP-like) instead of TCP.
     pub(crate) cbr_bps: Option<u64>,
+    /// A subflow of the group of this earlier flow (index; `transport::coupled`).
+    pub(crate) subflow_of: Option<u32>,
 }
 
 fn nonzero(field: &str, v: u64) -> Result<()> {
@@ -291,7 +294,10 @@ impl Simulation {
             ids: HashSet::new(),
             events: 0,
             flow_cc: Vec::new(),
+            groups: Vec::new(),
+            peer_buf: Vec::new(),
         };
+        let mut index: HashMap<&str, u32> = HashMap::new();
         for (i, fc) in sc.flows.iter().enumerate() {
             let f = format!("flows[{i}]");
             let src = host_of(&sim.net, &fc.src, format!("{f}.src"))?;
@@ -358,29 +364,38 @@ impl Simulation {
                     Some(sim.flow_cc.len() as u32 - 1)
                 }
             };
-            let same_path_as = match &fc.same_path_as {
-                None => None,
-                Some(other) => {
-                    let j = sim
-                        .flows
-                        .iter()
-                        .position(|x| &x.info.id == other)
-                        .ok_or_else(|| {
-                            EngineError::invalid(
-                                format!("{f}.same_path_as"),
-                                format!("no earlier flow '{other}'"),
-                            )
-                        })?;
-                    let o = &sim.flows[j].info;
-                    if (o.src, o.dst) != (src, dst) {
-                        return Err(EngineError::invalid(
-                            format!("{f}.same_path_as"),
-                            format!("flow '{other}' has other endpoints"),
-                        ));
-                    }
-                    Some(j as u32)
+            let earlier = |key: &str, other: &Option<String>| -> Result<Option<u32>> {
+                let Some(other) = other else {
+                    return Ok(None);
+                };
+                let j = *index.get(other.as_str()).ok_or_else(|| {
+                    EngineError::invalid(format!("{f}.{key}"), format!("no earlier flow '{other}'"))
+                })?;
+                let o = &sim.flows[j as usize].info;
+                if (o.src, o.dst) != (src, dst) {
+                    return Err(EngineError::invalid(
+                        format!("{f}.{key}"),
+                        format!("flow '{other}' has other endpoints"),
+                    ));
                 }
+                Ok(Some(j))
             };
+            let same_path_as = earlier("same_path_as", &fc.same_path_as)?;
+            let subflow_of = earlier("subflow_of", &fc.subflow_of)?;
+            if subflow_of.is_some() && (fc.size_bytes.is_some() || fc.cbr_bps.is_some()) {
+                return Err(EngineError::invalid(
+                    format!("{f}.size_bytes"),
+                    "a subflow (subflow_of) takes its connection's size: must be null, and not CBR",
+                ));
+            }
+            if let Some(t) = fc.stop_ns {
+                if t < fc.start_ns {
+                    return Err(EngineError::invalid(
+                        format!("{f}.stop_ns"),
+                        "must not be before start_ns",
+                    ));
+                }
+            }
             let nf = NewFlow {
                 id: fc.id.clone(),
                 label: fc.label.clone(),
@@ -396,8 +411,13 @@ impl Simulation {
                 cc,
                 same_path_as,
                 cbr_bps: fc.cbr_bps,
+                subflow_of,
             };
             let idx = sim.add_flow(nf, &f)?;
+            index.insert(fc.id.as_str(), idx);
+            if let Some(t) = fc.stop_ns {
+                sim.q.schedule(Ps::from_ns(t).0, Ev::Stop { flow: idx });
+            }
             sim.q
                 .schedule(Ps::from_ns(fc.start_ns).0, Ev::FlowStart { flow: idx });
             for (j, c) in fc.changes.iter().enumerate() {
@@ -482,6 +502,7 @@ impl Simulation {
             started: false,
             finished: None,
             cbr_bps: nf.cbr_bps,
+            group: None,
         };
         let policy = Policy {
             theta_bps: nf.theta as f64,
@@ -494,6 +515,43 @@ impl Simulation {
         let mut flow = Flow::new(info, policy, cc, &self.p);
         flow.snd.class = nf.class;
         self.flows.push(flow);
+        if let Some(root) = nf.subflow_of {
+            self.join_group(root, idx);
+        }
         Ok(idx)
+    }
+
+    /// Puts `flow` in the subflow group of `root` (created on first use: a root with a size becomes
+    /// a pooled connection whose budget its subflows share, see `transport::coupled`).
+    fn join_group(&mut self, root: u32, flow: u32) {
+        let g = match self.flows[root as usize].info.group {
+            Some(g) => g,
+            None => {
+                let r = &mut self.flows[root as usize];
+                let pooled = r.info.size.is_some();
+                let unsent = if pooled {
+                    std::mem::take(&mut r.snd.nsegs)
+                } else {
+                    0
+                };
+                if pooled {
+                    r.info.size = None;
+                    r.snd.last_payload = self.p.mss as u32;
+                }
+                let g = self.groups.len() as u32;
+                r.info.group = Some(g);
+                self.groups.push(Group {
+                    members: vec![root],
+                    unsent,
+                    pooled,
+                });
+                g
+            }
+        };
+        self.groups[g as usize].members.push(flow);
+        self.flows[flow as usize].info.group = Some(g);
+        if self.groups[g as usize].pooled {
+            self.flows[flow as usize].snd.nsegs = 0;
+        }
     }
 }

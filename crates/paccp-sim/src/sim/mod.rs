@@ -8,13 +8,14 @@
 //! is a slice of channel indices precomputed per flow.
 mod build;
 
-use crate::cc::{CcMaker, Policy};
+use crate::cc::{CcMaker, PeerWindow, Policy};
 use crate::error::{EngineError, Result};
 use crate::event::{Entry, Ev, EventQueue};
 use crate::metrics::{output, OutputParts, Sampler};
 use crate::net::channel::Channel;
 use crate::net::{NetStats, Pkt, QKey, ROUTE_END};
 use crate::topo::{Network, Router};
+use crate::transport::coupled::{collect_peers, Group};
 use crate::transport::{Ctx, Flow, Params};
 use crate::units::Ps;
 use crate::workload::{ArrivalGen, DrawnCos};
@@ -63,6 +64,10 @@ pub struct Simulation {
     events: u64,
     /// Controllers of flows with their own `cc` (see [`NewFlow::cc`]).
     flow_cc: Vec<CcMaker>,
+    /// Subflow groups (`transport::coupled`).
+    groups: Vec<Group>,
+    /// The group peers of the flow whose ACK is being handled.
+    peer_buf: Vec<PeerWindow>,
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
@@ -92,6 +97,8 @@ macro_rules! ctx {
                 routes: &$s.routes,
                 nic_turn: &mut $s.nic_turn,
                 finished: &mut $s.finished,
+                groups: &mut $s.groups,
+                peers: &$s.peer_buf,
             },
         )
     };
@@ -226,6 +233,10 @@ impl Simulation {
                 let (flows, mut cx) = ctx!(self);
                 flows[flow as usize].cbr_send(flow, &mut cx);
             }
+            Ev::Stop { flow } => {
+                let (flows, mut cx) = ctx!(self);
+                flows[flow as usize].stop(flow, &mut cx);
+            }
         }
         self.settle_finished();
     }
@@ -245,6 +256,11 @@ impl Simulation {
             return;
         }
         self.stats.in_flight -= 1;
+        if pkt.is_ack && self.flows[pkt.flow as usize].info.group.is_some() {
+            collect_peers(&self.flows, &self.groups, pkt.flow, &mut self.peer_buf);
+        } else {
+            self.peer_buf.clear();
+        }
         let (flows, mut cx) = ctx!(self);
         let f = &mut flows[pkt.flow as usize];
         if pkt.is_ack {
@@ -402,6 +418,7 @@ impl Simulation {
             cc: None,
             same_path_as: None,
             cbr_bps: None,
+            subflow_of: None,
         };
         // Routes exist for every host pair of a connected topology; a failure here is skipped silently
         // only if the topology is disconnected, which the fixed flows would already have revealed.

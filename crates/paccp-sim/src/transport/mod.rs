@@ -24,13 +24,14 @@
 //! buffer. A subflow's sender is unchanged; [`crate::cc::CcCtx::peers`] carries its siblings' windows
 //! to a coupled controller.
 pub(crate) mod cbr;
+pub(crate) mod coupled;
 pub(crate) mod prr;
 pub(crate) mod receiver;
 pub(crate) mod sack_recovery;
 pub(crate) mod sender;
 
 use self::prr::{Prr, RenoSacks};
-use crate::cc::{AnyController, Policy, Window};
+use crate::cc::{AnyController, PeerWindow, Policy, Window};
 use crate::config::ChangeCfg;
 use crate::event::{Ev, EventQueue};
 use crate::net::channel::Channel;
@@ -70,6 +71,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) nic_turn: &'a mut Option<u32>,
     /// Flows that finished during this handler (the simulation updates their VMs afterwards).
     pub(crate) finished: &'a mut Vec<u32>,
+    /// Subflow groups ([`coupled`]).
+    pub(crate) groups: &'a mut [coupled::Group],
+    /// At an ACK: the windows of the acknowledged flow's group peers ([`coupled`]), else empty.
+    pub(crate) peers: &'a [PeerWindow],
 }
 
 impl Ctx<'_> {
@@ -123,6 +128,8 @@ pub(crate) struct FlowInfo {
     pub(crate) finished: Option<u64>,
     /// A constant-bit-rate flow's rate ([`cbr`]), else None (TCP).
     pub(crate) cbr_bps: Option<u64>,
+    /// Its subflow group ([`coupled`]), if any.
+    pub(crate) group: Option<u32>,
 }
 
 /// RTT estimation (RFC 6298) and the retransmission timer.

@@ -143,14 +143,16 @@ impl Flow {
             let wnd = (s.win.cwnd.floor().max(1.0) as u64)
                 .saturating_add(if s.in_recovery { s.inflate } else { 0 })
                 .saturating_add(left);
-            if s.snd_nxt >= s.nsegs || s.snd_nxt - s.snd_una >= wnd || !self.nic_room(idx, cx) {
+            if s.snd_nxt - s.snd_una >= wnd || !self.data_available(cx) || !self.nic_room(idx, cx) {
                 break;
             }
+            self.take_segment(cx);
             let seg = self.snd.snd_nxt;
             self.snd.snd_nxt += 1;
             self.send_segment(idx, seg, cx);
         }
         self.arm_rto_if_idle(idx, cx);
+        self.finish_if_drained(idx, cx);
     }
 
     /// NewReno recovery with PRR: the lost head first (a fast retransmission, not held back by the NIC
@@ -169,9 +171,10 @@ impl Flow {
                 self.send_segment(idx, u, cx);
                 continue;
             }
-            if s.snd_nxt >= s.nsegs || !self.nic_room(idx, cx) {
+            if !self.data_available(cx) || !self.nic_room(idx, cx) {
                 break;
             }
+            self.take_segment(cx);
             let s = &mut self.snd;
             s.prr.out += 1;
             let seg = s.snd_nxt;
@@ -284,18 +287,21 @@ impl Flow {
                     retransmit = true;
                 }
             } else {
-                let ctx = self.cc_ctx(now, p.mss);
+                let ctx = CcCtx {
+                    peers: cx.peers,
+                    ..self.cc_ctx(now, p.mss)
+                };
                 let s = &mut self.snd;
                 s.cc.on_ack(&mut s.win, newly, &ctx);
             }
-            let s = &mut self.snd;
-            s.dupacks = 0;
-            if s.snd_una >= s.nsegs {
+            self.snd.dupacks = 0;
+            if self.all_acked(cx) {
                 self.info.finished = Some(now);
-                s.rtt.rto_deadline = 0;
+                self.snd.rtt.rto_deadline = 0;
                 cx.finish(idx);
                 return;
             }
+            let s = &mut self.snd;
             if s.snd_nxt > s.snd_una {
                 self.arm_rto(idx, cx);
             } else {
