@@ -296,6 +296,7 @@ impl Simulation {
             flow_cc: Vec::new(),
             groups: Vec::new(),
             peer_buf: Vec::new(),
+            woken: Vec::new(),
         };
         let mut index: HashMap<&str, u32> = HashMap::new();
         for (i, fc) in sc.flows.iter().enumerate() {
@@ -503,6 +504,7 @@ impl Simulation {
             finished: None,
             cbr_bps: nf.cbr_bps,
             group: None,
+            reinjected_below: 0,
         };
         let policy = Policy {
             theta_bps: nf.theta as f64,
@@ -543,7 +545,9 @@ impl Simulation {
                 self.groups.push(Group {
                     members: vec![root],
                     unsent,
+                    outstanding: 0,
                     pooled,
+                    done: false,
                 });
                 g
             }

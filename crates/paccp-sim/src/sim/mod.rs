@@ -68,6 +68,8 @@ pub struct Simulation {
     groups: Vec<Group>,
     /// The group peers of the flow whose ACK is being handled.
     peer_buf: Vec<PeerWindow>,
+    /// Groups to wake or finish after the handler (`transport::coupled`).
+    woken: Vec<u32>,
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
@@ -99,6 +101,7 @@ macro_rules! ctx {
                 finished: &mut $s.finished,
                 groups: &mut $s.groups,
                 peers: &$s.peer_buf,
+                woken: &mut $s.woken,
             },
         )
     };
@@ -349,8 +352,23 @@ impl Simulation {
 
     /// Updates the VMs of the flows that finished in the last handler.
     fn settle_finished(&mut self) {
+        while let Some(g) = self.woken.pop() {
+            self.wake_group(g);
+        }
         while let Some(flow) = self.finished.pop() {
             self.finish_flow(flow);
+        }
+    }
+
+    /// A group's budget grew or its connection completed: its started subflows send or finish.
+    fn wake_group(&mut self, g: u32) {
+        for k in 0..self.groups[g as usize].members.len() {
+            let m = self.groups[g as usize].members[k];
+            let (flows, mut cx) = ctx!(self);
+            let f = &mut flows[m as usize];
+            if f.info.started && f.info.finished.is_none() && !f.snd.blocked {
+                f.try_send(m, &mut cx);
+            }
         }
     }
 

@@ -75,6 +75,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) groups: &'a mut [coupled::Group],
     /// At an ACK: the windows of the acknowledged flow's group peers ([`coupled`]), else empty.
     pub(crate) peers: &'a [PeerWindow],
+    /// Groups whose budget grew (reinjection) or that completed: the simulation wakes or finishes
+    /// their subflows after the handler.
+    pub(crate) woken: &'a mut Vec<u32>,
 }
 
 impl Ctx<'_> {
@@ -130,6 +133,8 @@ pub(crate) struct FlowInfo {
     pub(crate) cbr_bps: Option<u64>,
     /// Its subflow group ([`coupled`]), if any.
     pub(crate) group: Option<u32>,
+    /// Its segments below this were reinjected into the group's budget ([`coupled`]).
+    pub(crate) reinjected_below: u64,
 }
 
 /// RTT estimation (RFC 6298) and the retransmission timer.

@@ -233,6 +233,7 @@ impl Flow {
         s.relost.clear();
         s.rtt.rto = (s.rtt.rto.saturating_mul(2)).min(cx.p.max_rto);
         s.rtt.rto_deadline = 0;
+        self.reinject(cx);
         self.try_send(idx, cx);
     }
 
@@ -295,6 +296,7 @@ impl Flow {
                 s.cc.on_ack(&mut s.win, newly, &ctx);
             }
             self.snd.dupacks = 0;
+            self.count_delivered(ack - newly, cx);
             if self.all_acked(cx) {
                 self.info.finished = Some(now);
                 self.snd.rtt.rto_deadline = 0;
