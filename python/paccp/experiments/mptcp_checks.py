@@ -167,6 +167,12 @@ def checks_clos(mean_large_s: Mapping[str, float]) -> list[dict[str, Any]]:
             ours[0],
             ours[0] == "ours",
         ),
+        check(
+            "BG-only (rate limit, no work conservation) is the slowest",
+            "bg_only",
+            ours[-1],
+            ours[-1] == "bg_only",
+        ),
     ]
 
 
