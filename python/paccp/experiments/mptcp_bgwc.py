@@ -29,7 +29,14 @@ from typing import Any
 from paccp import mapreduce as mr
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.experiments import mptcp_checks as mc
-from paccp.experiments.mptcp_measure import Measured, measure, plot_vm_classes, print_checks, write_summary
+from paccp.experiments.mptcp_measure import (
+    Measured,
+    loss_sync,
+    measure,
+    plot_vm_classes,
+    print_checks,
+    write_summary,
+)
 from paccp.scenario import to_toml
 
 MBIT = 1_000_000
@@ -456,7 +463,21 @@ def run_table3(opts: ExperimentOptions) -> dict[str, Any]:
         )
         wc = [m.rate(f"vm{s}", "wc") for s, _, _, _ in active]
         bg = [m.rate(f"vm{s}", "bg") for s, _, _, _ in active]
-        measured[f"row{k + 1}"] = {"wc": wc, "bg": bg, "wall_s": m.wall_s}
+        levels = [a for _, _, a, _ in active]
+        measured[f"row{k + 1}"] = {
+            "wc": wc,
+            "bg": bg,
+            "wall_s": m.wall_s,
+            # the shares Eq. 7 targets (A_l) and the ones synchronised losses give (alpha_w = A_l^2)
+            "share": [w / sum(wc) for w in wc] if sum(wc) > 0 else None,
+            "share_if_a_l": [a / sum(levels) for a in levels],
+            "share_if_a_l_squared": [a * a / sum(x * x for x in levels) for a in levels],
+            "loss_sync": loss_sync(
+                table3_scenario(k, quick=opts.quick, seed=opts.seed),
+                description=f"row{k + 1} diagnosis",
+                seconds=0.5 if opts.quick else 2.0,
+            ),
+        }
         rows_out.append(
             {
                 "name": f"row {k + 1}",
