@@ -54,3 +54,33 @@ def test_coupled_controllers_see_their_peers() -> None:
         r = _records(exp.cc_scenario(cc, quick=True))
         wc[cc] = tuple(r[f"f{s}/wc0"]["bytes_acked"] for s in ("S1", "S3", "S4"))
     assert len(set(wc.values())) == 3, wc
+
+
+def test_one_wc_subflow_per_disjoint_path() -> None:
+    # N = M ("paths"): WC subflow k takes the k-th spine of a leaf-spine, the k-th aggregation / core
+    # switch of the Clos; N = 1 rides the BG subflow's path
+    s: dict[str, Any] = {
+        "run": {"duration": "20ms", "warmup": "0s"},
+        "topology": {"kind": "leaf_spine", "leaves": 2, "spines": 3, "hosts_per_leaf": 2},
+        "vms": [{"id": "vm1", "host": "h0", "theta": "350Mbit"}],
+        "flows": [{"id": "f", "src": "h0", "dst": "h2", "vm": "vm1"}],
+        "scheme": {"kind": "mptcp_bgwc", "wc_subflows": "paths"},
+    }
+    r = _records(s)
+    spines = {r[f"f/wc{k}"]["route"][1] for k in range(3)}
+    assert spines == {"leaf0->spine0", "leaf0->spine1", "leaf0->spine2"}
+    assert all(r[f"f/wc{k}"]["bytes_acked"] > 0 for k in range(3))
+    s["scheme"]["wc_subflows"] = 1
+    r = _records(s)
+    assert r["f/wc0"]["route"] == r["f/bg"]["route"]
+    clos = exp._scenario(
+        exp.clos(),
+        [("v", "h0", 800)],
+        [{"id": "f", "src": "h0", "dst": "h399", "vm": "v"}],
+        {"wc_subflows": "paths"},
+        duration_s=0.01,
+        seed=1,
+    )
+    r = _records(clos)
+    a, b = (set(r[f"f/wc{k}"]["route"][1:-1]) for k in range(2))
+    assert a and b and not a & b, (a, b)  # no fabric link in common

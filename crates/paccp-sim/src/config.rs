@@ -356,6 +356,10 @@ pub struct FlowCfg {
     /// From this time on the flow takes no new data (a pooled connection's budget is emptied).
     #[serde(default)]
     pub stop_ns: Option<u64>,
+    /// The k-th of the equal-cost paths instead of an ECMP draw (k = 0 .. M - 1 disjoint on a
+    /// leaf-spine or Clos: one WC subflow per path).
+    #[serde(default)]
+    pub path: Option<u32>,
 }
 
 /// Destination rule of an arrival generator.

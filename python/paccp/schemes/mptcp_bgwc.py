@@ -136,6 +136,10 @@ class MptcpBgwc(_M):
                 raise UserError(f"scheme.udp[{k}].dst: the VM's own host")
             if u.stop is not None and u.stop <= u.start:
                 raise UserError(f"scheme.udp[{k}].stop: must be after start")
+        if self.wc_subflows != 1 and sc.routing.kind == "leaf_spine_paper":
+            raise UserError(
+                "scheme.wc_subflows: N > 1 needs ECMP routing (leaf_spine_paper has one path per pair)"
+            )
         if isinstance(self.wc_subflows, int) and self.wc_subflows > 1:
             for k, f in enumerate(sc.flows):
                 m = disjoint_paths(sc, f.src, f.dst)
@@ -183,8 +187,11 @@ class MptcpBgwc(_M):
                 continue
             flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **bg_cc, **{"class": 0}))
             if v in ("ours", "wc_only"):
-                for k in range(self.wc_subflows if isinstance(self.wc_subflows, int) else 1):
-                    # one connection: the subflows share the BG subflow's size (transport::coupled)
+                n = self.wc_count(sc, f["src"], f["dst"])
+                for k in range(n):
+                    # one connection: the subflows share the BG subflow's size (transport::coupled); N = 1
+                    # rides the BG subflow's path, N > 1 puts subflow k on the k-th disjoint path
+                    route = {"same_path_as": f"{f['id']}/bg"} if n == 1 else {"path": k}
                     flows.append(
                         dict(
                             f,
@@ -193,8 +200,8 @@ class MptcpBgwc(_M):
                             vm=f"{f['vm']}/wc",
                             cc=wc_cc,
                             size_bytes=None,
-                            same_path_as=f"{f['id']}/bg",
                             subflow_of=f"{f['id']}/bg",
+                            **route,
                             **{"class": 1},
                         )
                     )
@@ -243,16 +250,21 @@ class MptcpBgwc(_M):
     def _runnable(self, sc: Scenario) -> None:
         """UserError naming what the engine cannot run yet."""
         missing = []
-        if self.variant in ("ours", "wc_only"):
-            if self.wc_subflows != 1:
-                missing.append("more than one WC subflow")
-            if self.scheduler != "bg_first" or self.wc_extra_delay or self.receive_buffer == "dynamic":
-                missing.append("the connection layer (scheduler, receive buffer, WC delay)")
+        if self.variant in ("ours", "wc_only") and (
+            self.scheduler != "bg_first" or self.wc_extra_delay or self.receive_buffer == "dynamic"
+        ):
+            missing.append("the connection layer (scheduler, receive buffer, WC delay)")
         if missing:
             raise UserError(
                 f"scheme mptcp_bgwc: validated, but the engine cannot run it yet ({'; '.join(missing)}; "
                 "issue 11)"
             )
+
+    def wc_count(self, sc: Scenario, src: str, dst: str) -> int:
+        """N for a connection from ``src`` to ``dst``: ``wc_subflows``, or M when it is ``"paths"``."""
+        if isinstance(self.wc_subflows, int):
+            return self.wc_subflows
+        return disjoint_paths(sc, src, dst)
 
     # ------------------------------------------------------------------ resolved per-VM policy
 

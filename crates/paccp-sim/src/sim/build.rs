@@ -43,6 +43,8 @@ pub(crate) struct NewFlow {
     pub(crate) cbr_bps: Option<u64>,
     /// A subflow of the group of this earlier flow (index; `transport::coupled`).
     pub(crate) subflow_of: Option<u32>,
+    /// The `k`-th equal-cost path instead of an ECMP draw ([`crate::topo::Router::route`]).
+    pub(crate) path: Option<u32>,
 }
 
 fn nonzero(field: &str, v: u64) -> Result<()> {
@@ -383,6 +385,12 @@ impl Simulation {
             };
             let same_path_as = earlier("same_path_as", &fc.same_path_as)?;
             let subflow_of = earlier("subflow_of", &fc.subflow_of)?;
+            if fc.path.is_some() && same_path_as.is_some() {
+                return Err(EngineError::invalid(
+                    format!("{f}.path"),
+                    "a flow takes either path or same_path_as",
+                ));
+            }
             if subflow_of.is_some() && (fc.size_bytes.is_some() || fc.cbr_bps.is_some()) {
                 return Err(EngineError::invalid(
                     format!("{f}.size_bytes"),
@@ -413,6 +421,7 @@ impl Simulation {
                 same_path_as,
                 cbr_bps: fc.cbr_bps,
                 subflow_of,
+                path: fc.path,
             };
             let idx = sim.add_flow(nf, &f)?;
             index.insert(fc.id.as_str(), idx);
@@ -465,11 +474,11 @@ impl Simulation {
             None => {
                 let route_data = self
                     .router
-                    .route(&self.net, nf.src, nf.dst, hash)
+                    .route(&self.net, nf.src, nf.dst, hash, nf.path)
                     .ok_or_else(no_path)?;
                 let route_ack = self
                     .router
-                    .route(&self.net, nf.dst, nf.src, hash)
+                    .route(&self.net, nf.dst, nf.src, hash, nf.path)
                     .ok_or_else(no_path)?;
                 let data_at = self.routes.len();
                 if data_at + route_data.len() + route_ack.len() + 2 >= ROUTE_END as usize {

@@ -437,6 +437,7 @@ impl Simulation {
             same_path_as: None,
             cbr_bps: None,
             subflow_of: None,
+            path: None,
         };
         // Routes exist for every host pair of a connected topology; a failure here is skipped silently
         // only if the topology is disconnected, which the fixed flows would already have revealed.
