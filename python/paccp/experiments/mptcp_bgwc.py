@@ -507,6 +507,12 @@ def run_fair(opts: ExperimentOptions) -> dict[str, Any]:
             wc = {f"S{i}": m.rate(f"vm{i}", "wc") for i in (1, 3, 4)}
             bg = {f"S{i}": m.rate(f"vm{i}", "bg") for i in (1, 3, 4)}
             measured[name] = {"wc": wc, "bg": bg, "wall_s": m.wall_s}
+            if policy:  # why the policy misses (see mptcp-table3): loss rates and synchronised cuts
+                measured[name]["loss_sync"] = loss_sync(
+                    fair_scenario(n_c, policy=True, quick=opts.quick, seed=opts.seed),
+                    description=f"{name} diagnosis",
+                    seconds=0.5 if opts.quick else 2.0,
+                )
             checks += mc.checks_fair(n_c, policy, wc)
             low = min(bg[f"S{i}"] / g[f"vm{i}"] for i in (1, 3, 4))
             checks.append(
