@@ -42,8 +42,8 @@ from paccp.scenario import to_toml
 MBIT = 1_000_000
 LINK_PAYLOAD_MBPS = 1000 * 1460 / 1500  # a 1 Gb/s link's payload rate with 1500-byte packets
 # mptcp-clos: the first 200 jobs (the paper plots 1,000; 200 hold 22 large jobs), shuffle bytes and submit
-# times x 1/200 (equal factors keep the offered load; a large job's flows stay hundreds of kB to MBs, long
-# enough for TCP to reach its steady state), at most 40 mappers / reducers per job; --quick: 25 jobs x 1/1000,
+# times x 1/200 (equal factors keep the offered load; half a large job's bytes travel in flows over 4 MB,
+# long enough for the BG / WC dynamics), at most 40 mappers / reducers per job; --quick: 25 jobs x 1/1000,
 # 8 tasks (seconds; too few large jobs to rank anything).
 CLOS_FULL = mr.Scaling(jobs=200, size_scale=5e-3, time_scale=5e-3, max_tasks=40)
 CLOS_QUICK = mr.Scaling(jobs=25, size_scale=1e-3, time_scale=1e-3, max_tasks=8)
