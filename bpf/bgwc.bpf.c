@@ -73,10 +73,14 @@ struct {
  * tasklet that refills it can run later than that, leaving the BG class idle below its guarantee.
  * [2]: TCP_NOTSENT_LOWAT (bytes) of WC subflows, 0 = unset: bounds the data the scheduler can park on a
  * WC subflow that drains at low priority (parked data holds the connection's send buffer and starves BG).
+ * [3]: a fixed pacing-rate value (bytes/s) reported by every WC subflow, 0 = the (divided) estimate. With
+ * the estimate, a WC subflow whose cwnd is small has a long linger time, is rarely fed, is then not
+ * cwnd-limited and never grows (measured: one WC subflow takes all the spare capacity); with one value
+ * for all, the scheduler feeds every WC subflow alike and their congestion controls decide the shares.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
@@ -216,15 +220,28 @@ static __always_inline void cong_control(struct sock *sk, const struct rate_samp
 	__u64 *conf = bpf_map_lookup_elem(&bgwc_conf, &key);
 	__u64 rate;
 	int acked = rs->acked_sacked;
+	__u8 state;
 
-	/* no increase in CWR/Recovery/Loss (the kernel's PRR reduction is not applied: cwnd holds, and
-	 * the end of recovery sets it to ssthresh) */
-	if (BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state) < TCP_CA_CWR && acked > 0 &&
-	    BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited))
+	/* A CC with cong_control gets no PRR from the kernel: without a reduction here cwnd held through
+	 * recovery and was only set to ssthresh at its end, so a WC subflow kept sending at its full rate
+	 * into a full low-priority queue (measured: 37 % of its bytes retransmitted, the other VM's WC
+	 * subflow starved into RTO backoff). Reno's multiplicative decrease: cwnd = ssthresh on entering
+	 * CWR/Recovery (tcp_enter_loss sets cwnd itself); no increase until it ends. */
+	state = BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state);
+	if (state >= TCP_CA_CWR) {
+		if (tp->snd_cwnd > tp->snd_ssthresh)
+			tp->snd_cwnd = tp->snd_ssthresh > 2 ? tp->snd_ssthresh : 2;
+	} else if (acked > 0 && BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited)) {
 		wc_avoid(tp, ca, (__u32)acked);
+	}
+	__u32 three = 3;
+	__u64 *fixed = ca->bg ? 0 : bpf_map_lookup_elem(&bgwc_conf, &three);
+
 	rate = kernel_pacing(sk, tp);
 	if (ca->bg)
 		rate *= conf && *conf ? *conf : 1;
+	else if (fixed && *fixed)
+		rate = *fixed;
 	else if (conf && *conf)
 		rate /= *conf;
 	if (rate > sk->sk_max_pacing_rate)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from paccp.datapath import core, mptcp_testbed, softbw
@@ -42,3 +44,58 @@ def test_goodput_counts_new_subflows_from_zero() -> None:
 def test_softbw_classes() -> None:
     assert (softbw.unsat_class(1), softbw.sat_class(1)) == ("1:101", "1:201")
     assert softbw._clsid("1:101") == 0x10101
+
+
+def test_rate_limiter_allocation() -> None:
+    """The softbw-short rate limiter: active VMs share the port by weight, an idle VM keeps the floor,
+    a VM using less than its limit is held to 1.2 x what it used and the rest goes to the others."""
+    from paccp.datapath import softbw_short as ss
+
+    got = ss.allocate(100.0, used=[0.0, 50.0, 50.0], limits=[33.0, 50.0, 50.0], weights=[1, 1, 1])
+    assert got == pytest.approx([ss.FLOOR * 100, 50.0, 50.0])
+    got = ss.allocate(100.0, used=[10.0, 50.0, 50.0], limits=[50.0, 50.0, 50.0], weights=[1, 1, 1])
+    assert got[0] == pytest.approx(12.0) and got[1] == pytest.approx(44.0) and got[2] == pytest.approx(44.0)
+    # a VM at its limit demands more: after one update with the others idle it gets the whole port
+    got = ss.allocate(100.0, used=[1.0, 0.0, 0.0], limits=[1.0, 50.0, 50.0], weights=[1, 1, 1])
+    assert got == pytest.approx([100.0, 1.0, 1.0])
+
+
+def test_simulator_column_same_setup() -> None:
+    """The simulator's prediction for a testbed setup: rates scaled to the testbed's link (100 Mbit/s),
+    BG subflows shaped to the scaled guarantees, WC subflows carrying the spare capacity."""
+    from paccp.datapath import sim_predict
+
+    servers = [("s1", 40_000_000, 5, 1), ("s2", 20_000_000, 2, 1)]
+    got = sim_predict.mptcp(servers, 100_000_000, 48_448, star=True, duration_s=sim_predict.QUICK_S)
+    assert set(got) == {"s1", "s2"}
+    for name, g, _a, _c in servers:
+        assert 0.85 * g / 1e6 <= got[name]["bg"] <= 1.02 * g / 1e6, got  # payload <= the wire guarantee
+    assert sum(v["wc"] for v in got.values()) > 20, got  # 40 Mb/s spare
+    sb = sim_predict.softbw([1, 4, 8], 45_000_000, 100_000_000, 48_448, scheduler=True, duration_s=0.6)
+    rates = list(sb["mbps"].values())
+    assert len(rates) == 3 and max(rates) / min(rates) < 1.2, sb
+
+
+def test_testbed_usage_records_validate() -> None:
+    """Testbed windows become usage records of PACCP's schema: BG as mrg at the guarantee, WC as be."""
+    from paccp.datapath import testbed_usage as tu
+
+    w = tu.Window(1_700_000_000_000_000_000, 1_700_000_010_000_000_000)  # 10 s
+    recs = tu.mptcp_records("mptcp-bg", "tuned", w, {"s1": 35_000_000}, {"s1": 32e6}, {"s1": 4e6})
+    bg, wc = recs
+    assert (bg.cos, bg.theta_bps, bg.guarantee, bg.bytes) == ("mrg", 35_000_000, "strict", 40_000_000)
+    assert (wc.cos, wc.theta_bps, wc.bytes, wc.flow_id) == ("be", 0, 5_000_000, "s1/wc")
+    sb = tu.softbw_records("softbw-share", "1-4-softbw", w, 45_000_000, {"v1": 47e6, "v2": 48e6})
+    fifo = tu.softbw_records("softbw-share", "1-4-fifo", w, None, {"v1": 6e6})
+    assert [r.cos for r in sb + fifo] == ["mrg", "mrg", "be"]
+    assert len({r.record_id for r in recs + sb + fifo}) == 5
+
+
+def test_testbed_usage_file_roundtrip(tmp_path: Path) -> None:
+    from paccp.datapath import testbed_usage as tu
+    from paccp.usage import read_usage
+
+    w = tu.Window(1_700_000_000_000_000_000, 1_700_000_002_000_000_000)
+    recs = tu.softbw_records("softbw-share", "1-4-softbw", w, 45_000_000, {"v1": 47e6})
+    path = tu.write(tmp_path / "x", recs)
+    assert list(read_usage(path)) == recs

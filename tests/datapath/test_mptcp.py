@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from paccp.datapath import core, mptcp
+from paccp.datapath import core, mptcp, sim_predict
 from paccp.datapath import mptcp_testbed as mt
 
+SIM = sim_predict.QUICK_S
 RATE = 100_000_000
 PACCP = str(Path(sys.executable).with_name("paccp"))
 
@@ -26,10 +27,11 @@ PACCP = str(Path(sys.executable).with_name("paccp"))
 @pytest.fixture(autouse=True)
 def short_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small scale: 1 s of warm-up before each measured window."""
-    from paccp.datapath import softbw_testbed
+    from paccp.datapath import softbw_short, softbw_testbed
 
     monkeypatch.setattr(mt, "WARMUP_S", 1.0)
     monkeypatch.setattr(softbw_testbed, "WARMUP_S", 1.0)
+    monkeypatch.setattr(softbw_short, "WARMUP_S", 1.0)
 
 
 @pytest.fixture(scope="module")
@@ -46,27 +48,44 @@ def test_htb_priority_is_strict(bgwc: None, tmp_path: Path) -> None:
     s = mt.exp_prio(RATE, 2, tmp_path)
     assert s["link"]["utilisation"] > 0.85, s
     assert s["link_wc_mbps"] < 0.05 * s["link_bg_mbps"], s
-    assert s["subflows"] == {"s1": 1, "s2": 1, "s3": 2}, s  # BG-only senders; s3 has its WC subflow
+    assert s["subflows"] == {"s1": 4, "s2": 4, "s3": 2}, s  # BG-only senders; s3 has its WC subflow
 
 
 def test_bg_near_guarantee_wc_takes_spare(bgwc: None, tmp_path: Path) -> None:
-    s = mt.exp_bg(RATE, 4, tmp_path, references=False)
+    s = mt.exp_bg(RATE, 4, tmp_path, references=False, sim_s=SIM)
     rows = {r["server"]: r for r in s["servers"]}
-    assert all(r["bg_over_guarantee"] > 0.75 for r in rows.values()), rows
+    # goodput: at most 1448/1514 = 0.956 of the wire guarantee; with the large send buffers BG is at
+    # 0.93-0.94 (README); 0.85 leaves room for a loaded machine
+    assert all(r["bg_over_guarantee"] > 0.85 for r in rows.values()), rows
     assert all(r["bg_over_guarantee"] < 1.05 for r in rows.values()), rows  # the htb limit holds
     assert sum(r["wc_mbps"] for r in rows.values()) > 5, rows  # 10 Mb/s are spare
     assert s["link"]["utilisation"] > 0.85, s
     assert all(set(c) == {"statement", "paper", "ours", "holds"} for c in s["checks"])
+    # the simulator column: the same four servers, BG near the scaled guarantees
+    assert all(r["simulator"] != "-" for r in s["compare"]), s["compare"]
+    sim = s["simulator_mbps"]
+    assert all(abs(sim[r["server"]]["bg"] / r["guarantee_mbps"] - 0.95) < 0.1 for r in s["servers"]), sim
+    assert all(set(v) == set(mt.COUNTERS) for v in s["kernel_counters"].values()), s["kernel_counters"]
+    # usage records in PACCP's schema: BG (mrg at the guarantee) and WC (be) per server
+    from paccp.usage import read_usage
+
+    recs = list(read_usage(tmp_path / "usage.jsonl"))
+    assert len(recs) == 8 == s["usage_records"], recs
+    bg = {r.vm: r for r in recs if r.flow_id and r.flow_id.endswith("/bg")}
+    assert all(bg[r["server"]].theta_bps == round(r["guarantee_mbps"] * 1e6) for r in s["servers"]), bg
+    assert all(b.bytes * 8 / ((b.end_ns - b.start_ns) / 1e9) > 0.8 * b.theta_bps for b in bg.values()), bg
 
 
 def test_wc_follows_competition_level(bgwc: None, tmp_path: Path) -> None:
     """Table 3 row 3: guarantees 40/20/10, A_l 5:2:1 applied per VM (K = 1 each), WC carried by all."""
-    s = mt.exp_table3(RATE, 4, tmp_path, rows=(2,))
+    s = mt.exp_table3(RATE, 4, tmp_path, rows=(2,), sim_s=SIM)
     row = s["rows"][0]
     assert row["wc_policy"] == {f"s{i}": {"a_l": a, "k_live": 1} for i, a in ((1, 5), (2, 2), (3, 1))}, row
-    # every VM's WC subflow carried data; whether the shares follow A_l is not asserted: on this machine
-    # they do not reliably (README, "Fair work conservation"), which mptcp-table3 reports
+    # every VM's WC subflow carried data and A_l 5 takes more than A_l 1 (the 20 % proportionality of
+    # the done-when is judged by the full-size mptcp-table3 run, README)
     assert all(w > 0 for w in row["wc_mbps"]), s["rows"]
+    assert row["wc_mbps"][0] > row["wc_mbps"][2], s["rows"]
+    assert row["simulator_mbps"] is not None and set(row["simulator_mbps"]) == {"s1", "s2", "s3"}, row
     assert len(s["checks"]) == 1 and "proportional to A_l 5:2:1" in s["checks"][0]["statement"], s["checks"]
 
 
@@ -74,7 +93,7 @@ def test_fair_policy_counts_wc_subflows(bgwc: None, tmp_path: Path) -> None:
     """S1 with 3 connections: the CC counts K = 3 live WC subflows for S1's VM (alpha_w = (1/3)^2), 1 for
     S3 and S4; without the policy the same VMs run alpha_w = 1. (The resulting WC shares are reported by
     `paccp testbed mptcp-fair`; at this scale they are dominated by WC timeouts, see the README.)"""
-    s = mt.exp_fair(RATE, 3, tmp_path, conns=(3,))
+    s = mt.exp_fair(RATE, 3, tmp_path, conns=(3,), sim_s=None)
     by = {r["policy"]: r for r in s["runs"]}
     assert by[True]["subflows"]["s1"] == 6, by  # 3 connections x (BG + WC)
     on = by[True]["wc_policy"]
@@ -85,27 +104,29 @@ def test_fair_policy_counts_wc_subflows(bgwc: None, tmp_path: Path) -> None:
     assert all(w > 0 for r in s["runs"] for w in r["wc_mbps"].values()), s["runs"]
 
 
-def test_sigterm_leaves_nothing(bgwc: None, tmp_path: Path) -> None:
+def _start_and_term(cmd: list[str], marker: str) -> str:
+    """Start ``paccp testbed ...``, wait for a namespace ending in ``marker``, SIGTERM it; its run id."""
     before = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
-    p = subprocess.Popen(
-        [PACCP, "testbed", "mptcp-prio", "--duration", "20s", "--out", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    p = subprocess.Popen([PACCP, "testbed", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     mine: set[str] = set()
     for _ in range(150):
         time.sleep(0.1)
         mine = set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
         mine -= before
-        if any(n.endswith("-r2") for n in mine):
+        if any(n.endswith(marker) for n in mine):
             break
-    time.sleep(0.5)
+    time.sleep(1.5)
     assert mine, "the testbed did not start"
     run_id = next(iter(mine)).split("-")[0]
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) != 0
     assert run_id not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not (core.cgroup2_root() / f"paccp-{run_id}").exists()
+    return run_id
+
+
+def test_sigterm_leaves_nothing(bgwc: None, tmp_path: Path) -> None:
+    run_id = _start_and_term(["mptcp-prio", "--duration", "20s", "--out", str(tmp_path)], "-r2")
     st = mptcp.status()
     assert st["addresses"] == [] and st["vms"] == [], st
     assert not any(run_id in cg for cg in st["sockops_cgroups"]), st
@@ -132,4 +153,43 @@ def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> Non
     assert sb["max_over_min_fulfilment"] < 1.25, sb
     assert be["max_over_min_fulfilment"] > 2 * sb["max_over_min_fulfilment"] - 1, (be, sb)
     assert softbw.status()["vms"] == []  # the run removed its VMs from the map
+    from paccp.usage import read_usage
+
+    assert [r.cos for r in read_usage(tmp_path / "usage.jsonl")] == ["mrg"] * 3 + ["be"] * 3
     assert not list(Path("/tmp").glob("*-softbw-counts.json*"))  # nor left the receiver's counts file
+
+
+def test_softbw_short_flows(softbw_loaded: None, tmp_path: Path) -> None:
+    """VM 1's short flows next to two bulk VMs: SoftBW serves them first; the 50 ms rate limiter holds
+    an idle VM at its floor until the next update, so its short flows take longer."""
+    from paccp.datapath import softbw, softbw_short
+
+    s = softbw_short.exp_short(RATE, 2, tmp_path, size=50_000, sim_s=None)
+    fct = s["fct"]
+    assert all(fct[k]["n"] >= 3 for k in softbw_short.SCHEMES), fct
+    assert fct["softbw"]["mean_ms"] * 1.5 < fct["ratelimit"]["mean_ms"], fct
+    assert 0 < s["runs"]["ratelimit"]["limiter_interval_ms"] < 200, s["runs"]["ratelimit"]  # it did update
+    assert all(s["runs"][k]["link"]["utilisation"] > 0.85 for k in ("softbw", "fifo")), s["runs"]
+    assert softbw.status()["vms"] == []
+    assert not list(Path("/tmp").glob("*-softbw-counts.json*"))
+
+
+def test_softbw_overhead_measured(softbw_loaded: None, tmp_path: Path) -> None:
+    """The program's run time per packet comes from the kernel's BPF statistics, which are restored."""
+    from paccp.datapath import softbw_short
+
+    before = Path("/proc/sys/kernel/bpf_stats_enabled").read_text()
+    s = softbw_short.exp_overhead(tmp_path, bulk_s=1.5, rounds=1, pings=300)
+    assert Path("/proc/sys/kernel/bpf_stats_enabled").read_text() == before
+    assert s["bulk"]["packets"] > 1000, s
+    assert 10 < s["program_ns_per_packet"] < 100_000, s
+    assert 10 < s["program_ns_per_packet_idle_pingpong"] < 100_000, s
+    assert len(s["idle_rtt_us"]["with"]) == 1 and len(s["idle_rtt_us"]["without"]) == 1, s
+
+
+def test_softbw_short_sigterm_leaves_nothing(softbw_loaded: None, tmp_path: Path) -> None:
+    from paccp.datapath import softbw
+
+    _start_and_term(["softbw-short", "--duration", "20s", "--no-simulate", "--out", str(tmp_path)], "-v3")
+    assert softbw.status()["vms"] == []
+    assert not list(Path("/tmp").glob("*-softbw-counts.json*"))

@@ -47,34 +47,54 @@ def is_loaded() -> bool:
     return _registered() and all(Path(PIN_DIR, p).exists() for p in PINS)
 
 
+def _stale() -> bool:
+    """The pinned object is older than the built one (its map layout may differ: reload it)."""
+    try:
+        return Path(core.BUILD, "bgwc.bpf.o").stat().st_mtime > Path(PIN_DIR).stat().st_mtime
+    except OSError:
+        return False
+
+
 def load() -> bool:
-    """Build if needed, register ``bgwc_wc`` and pin the maps and the sockops program (False: was loaded)."""
+    """Build if needed, register ``bgwc_wc`` and pin the maps and the sockops program (False: was loaded).
+
+    A loaded copy older than the built object (another version of ``bpf/bgwc.bpf.c``) is replaced.
+    """
     core.require_env()
     with core._lock():
         core.ensure_bpffs()
-        if is_loaded():
+        core.build()
+        if is_loaded() and not _stale():
             return False
-        if _registered():
-            raise EnvironmentUnsupported(
-                f"{CC_NAME} is registered but {PIN_DIR} is incomplete: `paccp datapath mptcp unload` first"
-            )
+        if _registered() or Path(PIN_DIR).exists():
+            if _stale():
+                _unload_locked()
+            else:
+                raise EnvironmentUnsupported(
+                    f"{CC_NAME} is registered but {PIN_DIR} is incomplete: "
+                    "`paccp datapath mptcp unload` first"
+                )
         core.load_pinned("bgwc.bpf.o", PIN_DIR, "bgwc")
         return True
+
+
+def _unload_locked() -> bool:
+    if not Path(PIN_DIR).exists():
+        return False
+    for cg, at, name in core.attached_cgroups((("sock_ops", SOCKOPS),)):
+        core.detach_cgroup_prog(cg, at, Path(PIN_DIR, name))
+    for ops in (OPS, OPS_BG):
+        if Path(PIN_DIR, ops).exists():
+            core._run([str(core.BUILD / "paccp_loader"), "unload", PIN_DIR, ops], f"unregistering {ops}")
+    shutil.rmtree(PIN_DIR, ignore_errors=True)
+    return True
 
 
 def unload() -> bool:
     """Detach the sockops program everywhere, unregister ``bgwc_wc``, remove the pins."""
     core.require_env()
     with core._lock():
-        if not Path(PIN_DIR).exists():
-            return False
-        for cg, at, name in core.attached_cgroups((("sock_ops", SOCKOPS),)):
-            core.detach_cgroup_prog(cg, at, Path(PIN_DIR, name))
-        for ops in (OPS, OPS_BG):
-            if Path(PIN_DIR, ops).exists():
-                core._run([str(core.BUILD / "paccp_loader"), "unload", PIN_DIR, ops], f"unregistering {ops}")
-        shutil.rmtree(PIN_DIR, ignore_errors=True)
-        return True
+        return _unload_locked()
 
 
 def _fd(name: str) -> int:
@@ -104,18 +124,24 @@ def addr_set(addr: str, cls: str) -> None:
         os.close(fd)
 
 
-def set_tuning(wc_pace_div: int, bg_boost: int, wc_lowat: int) -> None:
+def set_tuning(wc_pace_div: int, bg_boost: int, wc_lowat: int, wc_fixed_pace_bps: int = 0) -> None:
     """Knobs that steer the kernel's default MPTCP scheduler (see ``bpf/bgwc.bpf.c``, map bgwc_conf).
 
     ``wc_pace_div``: WC subflows report their pacing estimate divided by this (0/1: unchanged);
     ``bg_boost``: BG subflows report theirs multiplied by this (0/1: unchanged; also their TCP small-queue
-    budget); ``wc_lowat``: TCP_NOTSENT_LOWAT of WC subflows opened from now on (0: unset).
+    budget); ``wc_lowat``: TCP_NOTSENT_LOWAT of WC subflows opened from now on (0: unset);
+    ``wc_fixed_pace_bps``: every WC subflow reports this pacing rate (0: its own estimate).
     """
-    if not (0 <= wc_pace_div <= 1_000_000 and 0 <= bg_boost <= 1000 and 0 <= wc_lowat <= 1 << 30):
+    if not (
+        0 <= wc_pace_div <= 1_000_000
+        and 0 <= bg_boost <= 1000
+        and 0 <= wc_lowat <= 1 << 30
+        and 0 <= wc_fixed_pace_bps <= 1 << 40
+    ):
         raise UserError("bad bgwc tuning values")
     fd = _fd("bgwc_conf")
     try:
-        for i, v in enumerate((wc_pace_div, bg_boost, wc_lowat)):
+        for i, v in enumerate((wc_pace_div, bg_boost, wc_lowat, wc_fixed_pace_bps // 8)):
             bpfsys.update(fd, struct.pack("<I", i), U64.pack(v))
     finally:
         os.close(fd)

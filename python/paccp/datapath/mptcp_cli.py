@@ -83,6 +83,21 @@ def _checks_table(summary: dict[str, Any]) -> None:
     for c in summary["checks"]:
         t.add_row(c["statement"], str(c["paper"]), str(c["ours"]), "yes" if c["holds"] else "NO")
     _out.print(t)
+    if summary.get("compare"):
+        c = Table("quantity", "paper (scaled)", "testbed", "simulator", title="paper vs testbed vs simulator")
+        for row in summary["compare"]:
+            c.add_row(row["quantity"], row["paper"], row["testbed"], row["simulator"])
+        _out.print(c)
+
+
+SIM_HELP = "also run the simulator's scheme on the same topology, rates and queues (a few seconds)"
+
+
+def sim_seconds(simulate: bool) -> float | None:
+    """Simulated seconds for the simulator column (None: no column)."""
+    from paccp.datapath import sim_predict
+
+    return sim_predict.SIM_S if simulate else None
 
 
 def _common(rate: str, duration: str) -> tuple[int, float]:
@@ -135,12 +150,13 @@ def mptcp_bg_cmd(
     duration: str = typer.Option("10s", help="measured window (after 2 s of warm-up)"),
     out: Path = typer.Option(Path("out/mptcp-bg"), "--out", help="output directory"),
     references: bool = typer.Option(True, help="also run the untuned scheduler and BG-only connections"),
+    simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Fig. 12: four servers with guarantees 350/250/200/100 (scaled); BG holds, WC takes the spare."""
     from paccp.datapath import mptcp_testbed as mt
 
     r, d = _common(rate, duration)
-    _report(mt.exp_bg(r, d, out, references=references), out)
+    _report(mt.exp_bg(r, d, out, references=references, sim_s=sim_seconds(simulate)), out)
 
 
 def mptcp_wc_cmd(
@@ -160,6 +176,7 @@ def mptcp_table3_cmd(
     duration: str = typer.Option("10s", help="measured window per row"),
     out: Path = typer.Option(Path("out/mptcp-table3"), "--out", help="output directory"),
     rows: str = typer.Option("1,2,3,4", help="rows of Table 3 to run"),
+    simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Table 3: three servers; WC shares proportional to their competition levels A_l."""
     from paccp.datapath import mptcp_testbed as mt
@@ -171,7 +188,7 @@ def mptcp_table3_cmd(
         raise UserError(f"--rows must be numbers 1..4, got {rows!r}") from None
     if not idx or any(not 0 <= i < len(mt.TABLE3) for i in idx):
         raise UserError("--rows must be in 1..4")
-    _report(mt.exp_table3(r, d, out, idx), out)
+    _report(mt.exp_table3(r, d, out, idx, sim_s=sim_seconds(simulate)), out)
 
 
 def mptcp_fair_cmd(
@@ -179,6 +196,7 @@ def mptcp_fair_cmd(
     duration: str = typer.Option("10s", help="measured window per run"),
     out: Path = typer.Option(Path("out/mptcp-fair"), "--out", help="output directory"),
     conns: str = typer.Option("3,5", help="S1's connection counts N_c"),
+    simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Figs 14-15: S2 idle, S1 with N_c connections vs S3, S4 with one; policy 1:1:1 vs none."""
     from paccp.datapath import mptcp_testbed as mt
@@ -190,7 +208,7 @@ def mptcp_fair_cmd(
         raise UserError(f"--conns must be numbers, got {conns!r}") from None
     if not ncs or any(not 1 <= n <= 8 for n in ncs):
         raise UserError("--conns must be in 1..8")
-    _report(mt.exp_fair(r, d, out, ncs), out)
+    _report(mt.exp_fair(r, d, out, ncs, sim_s=sim_seconds(simulate)), out)
 
 
 def register(datapath_app: typer.Typer, testbed_app: typer.Typer) -> None:

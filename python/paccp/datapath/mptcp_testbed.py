@@ -12,6 +12,7 @@ included).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import mptcp, prio
+from paccp.datapath import mptcp, prio, sim_predict, testbed_usage
 from paccp.datapath.drive import CpuMeter, judge
 from paccp.datapath.testbed import Net, testbed
 from paccp.errors import EnvironmentUnsupported, UserError
@@ -29,9 +30,34 @@ WARMUP_S = 2.0  # seconds before the measured window
 # (WC pacing divisor, BG pacing boost, WC TCP_NOTSENT_LOWAT bytes): see bpf/bgwc.bpf.c. Measured at
 # 100 Mbit/s (README): without them (1, 1, 0) the kernel's scheduler parks MBs on the WC subflows and the BG
 # subflows fall to 0.65-0.90 of their guarantees; BG-only connections hold 0.986.
-TUNING = (1, 10, 32768)
-KERNEL_DEFAULT = (1, 1, 0)
-RCV_RMEM = ""
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Knobs steering the kernel's default scheduler (``bpf/bgwc.bpf.c``, map bgwc_conf)."""
+
+    wc_pace_div: int = 1  # WC subflows report pacing estimate / this
+    bg_boost: int = 1  # BG subflows report pacing estimate x this (also their TSQ budget)
+    wc_lowat: int = 0  # TCP_NOTSENT_LOWAT of WC subflows (0: unset)
+    wc_fixed_pace: bool = False  # WC subflows all report the link rate as their pacing rate
+
+    def apply(self, rate_bps: int) -> None:
+        fixed = rate_bps if self.wc_fixed_pace else 0
+        mptcp.set_tuning(self.wc_pace_div, self.bg_boost, self.wc_lowat, fixed)
+
+
+TUNING = Tuning(1, 10, 32768, True)
+KERNEL_DEFAULT = Tuning()
+# Socket buffers (per-namespace sysctls, min default max): the paper's "large receive buffer" remedy and
+# its sender-side counterpart. Measured (README, tools/mptcp_diag.py): with the kernel's defaults (wmem
+# 16 KB default / 4 MB max) a WC segment lost in the low-priority queue stalls the connection's
+# DATA_ACK; the send buffer fills with data behind the hole and the BG subflow's htb class runs dry for
+# 80-300 ms at a time (s1, s2 at 0.90-0.93 of their guarantees on the wire). With 4 MB default send
+# buffers every BG class sends at 1.00 of its guarantee.
+SND_WMEM = "4096 4194304 16777216"
+RCV_RMEM = "4096 4194304 33554432"
+# The switches' low-priority (WC) queue in packets (None: the 2 ms of _queue()); see exp_table3.
+SWITCH_QUEUE_PKTS: int | None = None
 U_PAPER_BPS = 75_000_000  # the paper's bandwidth unit U: A_l = B_g / U
 PAPER_RATE_BPS = 1_000_000_000
 
@@ -99,6 +125,22 @@ class Result:
     cpu_busy: float | None = None
     subflows: dict[str, int] = field(default_factory=dict)
     vm_policy: dict[str, dict[str, Any]] = field(default_factory=dict)  # A_l, K, live WC subflows
+    # per server over the window: kernel counters of its namespace (nstat): RTOs, retransmitted
+    # segments, subflows marked stale, MPTCP-level reinjections
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)
+    window: testbed_usage.Window | None = None  # the measured window, ns since the Unix epoch
+
+
+COUNTERS = ("TcpExtTCPTimeouts", "TcpRetransSegs", "MPTcpExtSubflowStale", "MPTcpExtMPTCPRetrans")
+
+
+def _nstat(net: Net, node: str) -> dict[str, int]:
+    res = net.exec(node, "nstat", "-az", "--json", check=False)
+    try:
+        data = json.loads(res.stdout)
+    except json.JSONDecodeError:
+        return {}
+    return {k: int(v) for table in data.values() for k, v in table.items() if k in COUNTERS}
 
 
 def _queue(rate_bps: int) -> int:
@@ -107,7 +149,7 @@ def _queue(rate_bps: int) -> int:
 
 def build(net: Net, servers: list[Server], rate_bps: int, policy: bool) -> dict[str, Path]:
     """Namespaces, addresses, MPTCP endpoints, tc and BPF classification; returns each server's cgroup."""
-    q = _queue(rate_bps)
+    q = switch_queue(rate_bps)
     bg, wc = mptcp.TOS["bg"], mptcp.TOS["wc"]
     net.add_node("sw1", router=True)
     net.add_node("sw2", router=True)
@@ -128,11 +170,13 @@ def build(net: Net, servers: list[Server], rate_bps: int, policy: bool) -> dict[
         _d, _re = net.link("sw2", f"10.80.{i}.1/24", rname, f"10.80.{i}.2/24")
         net.ip(rname, "route", "add", "default", "via", f"10.80.{i}.1")
         prio.strict_priority_port(net, "sw2", _d, rate_bps, q, bg, wc)
-        prio.vm_port(net, sname, se, rate_bps, s.guarantee_bps, 4 * q, bg, wc)
+        prio.vm_port(net, sname, se, rate_bps, s.guarantee_bps, 4 * _queue(rate_bps), bg, wc)
         net.ip(sname, "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "0")
         if s.wc:
             net.ip(sname, "mptcp", "endpoint", "add", f"10.72.{i}.2", "dev", se, "subflow")
         net.ip(rname, "mptcp", "limits", "set", "subflows", "8", "add_addr_accepted", "0")
+        if SND_WMEM:
+            net.exec(sname, "sysctl", "-qw", f"net.ipv4.tcp_wmem={SND_WMEM}")
         if RCV_RMEM:
             net.exec(rname, "sysctl", "-qw", f"net.ipv4.tcp_rmem={RCV_RMEM}")
         mptcp.addr_set(f"10.71.{i}.2", "bg")
@@ -175,11 +219,11 @@ def run(
     duration_s: float,
     policy: bool = True,
     omit_s: float | None = None,
-    tuning: tuple[int, int, int] | None = None,
+    tuning: Tuning | None = None,
 ) -> Result:
     """Run the servers' MPTCP connections for ``omit_s + duration_s`` and measure the last ``duration_s``.
 
-    ``tuning``: (WC pacing divisor, BG pacing boost, WC notsent low-water mark), see :data:`TUNING`.
+    ``tuning``: how the kernel's scheduler is steered, see :class:`Tuning` (default :data:`TUNING`).
     """
     if rate_bps <= 0 or duration_s <= 0:
         raise UserError("rate and duration must be > 0")
@@ -193,6 +237,8 @@ class _Snap:
     link: dict[str, int]
     subflows: dict[str, tuple[dict[str, tuple[str, int]], float]]
     t: float
+    counters: dict[str, dict[str, int]]
+    wall_ns: int
 
 
 def _snap(net: Net, names: list[str]) -> _Snap:
@@ -200,11 +246,11 @@ def _snap(net: Net, names: list[str]) -> _Snap:
     classes = {n: prio.class_bytes(net, n, "e0") for n in names}
     link = prio.class_bytes(net, "sw1", "e0")
     subflows = {n: (_subflows(net, n), time.monotonic()) for n in names}
-    return _Snap(classes, link, subflows, t)
+    return _Snap(classes, link, subflows, t, {n: _nstat(net, n) for n in names}, time.time_ns())
 
 
 def _result(a: _Snap, b: _Snap, cpu: float | None) -> Result:
-    res = Result(cpu_busy=cpu)
+    res = Result(cpu_busy=cpu, window=testbed_usage.Window(a.wall_ns, b.wall_ns))
     dt = b.t - a.t
     for n in a.classes:
         g = _goodput(a.subflows[n][0], b.subflows[n][0], b.subflows[n][1] - a.subflows[n][1])
@@ -215,6 +261,9 @@ def _result(a: _Snap, b: _Snap, cpu: float | None) -> Result:
     res.link_wc_bps = (b.link.get(prio.LOW, 0) - a.link.get(prio.LOW, 0)) * 8 / dt
     res.link_bps = (b.link.get("1:1", 0) - a.link.get("1:1", 0)) * 8 / dt
     res.subflows = {n: len(v[0]) for n, v in b.subflows.items()}  # at the window's end
+    res.counters = {
+        n: {k: b.counters[n].get(k, 0) - a.counters[n].get(k, 0) for k in COUNTERS} for n in a.counters
+    }
     return res
 
 
@@ -223,13 +272,13 @@ def run_windows(
     rate_bps: int,
     windows: list[tuple[float, float]],
     policy: bool = True,
-    tuning: tuple[int, int, int] | None = None,
+    tuning: Tuning | None = None,
 ) -> list[Result]:
     """Run the servers and measure each window (seconds after the senders start, in order)."""
     if rate_bps <= 0 or not windows or any(not 0 <= a < b for a, b in windows):
         raise UserError("rate must be > 0 and windows (start, end) with 0 <= start < end")
     mptcp.load()
-    mptcp.set_tuning(*(TUNING if tuning is None else tuning))
+    (TUNING if tuning is None else tuning).apply(rate_bps)
     total = max(b for _a, b in windows)
     out: list[Result] = []
     with testbed() as net:
@@ -280,8 +329,11 @@ def _mbps(x: float) -> float:
     return round(x / 1e6, 2)
 
 
-def _write(out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+def _write(out: Path, summary: dict[str, Any], records: list[Any] | None = None) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
+    if records is not None:
+        summary["usage_records"] = len(records)
+        testbed_usage.write(out, records)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
@@ -294,6 +346,37 @@ def _driven(res: Result, rate_bps: int, demand_bps: float) -> dict[str, Any]:
     return {"utilisation": round(util, 3), "cpu_busy": res.cpu_busy, "driven": v.driven, "line": v.line}
 
 
+def switch_queue(rate_bps: int) -> int:
+    """The switches' per-class queue in bytes (:data:`SWITCH_QUEUE_PKTS` or 2 ms of the link)."""
+    return _queue(rate_bps) if SWITCH_QUEUE_PKTS is None else SWITCH_QUEUE_PKTS * 1514
+
+
+def simulate(
+    servers: list[Server], rate_bps: int, sim_s: float | None, *, star: bool = False, policy: bool = True
+) -> dict[str, dict[str, float]] | None:
+    """The simulator's BG / WC Mb/s per server for the same setup (None: ``sim_s`` is None)."""
+    if sim_s is None:
+        return None
+    cfg = [(s.name, s.guarantee_bps, s.a_l, s.conns) for s in servers]
+    return sim_predict.mptcp(
+        cfg, rate_bps, switch_queue(rate_bps), star=star, policy=policy, duration_s=sim_s
+    )
+
+
+def _cmp(quantity: str, paper: Any, testbed_v: Any, sim: Any) -> dict[str, str]:
+    """One row of the paper / testbed / simulator comparison."""
+    return {"quantity": quantity, "paper": str(paper), "testbed": str(testbed_v),
+            "simulator": "-" if sim is None else str(sim)}  # fmt: skip
+
+
+def usage(experiment: str, run: str, servers: list[Server], res: Result) -> list[Any]:
+    """The window's usage records (BG and WC per server), :mod:`paccp.datapath.testbed_usage`."""
+    if res.window is None:
+        return []
+    g = {s.name: s.guarantee_bps for s in servers}
+    return testbed_usage.mptcp_records(experiment, run, res.window, g, res.bg_bps, res.wc_bps)
+
+
 # --- experiments ----------------------------------------------------------------------------------------
 
 PAPER_BG_MBPS = (350, 250, 200, 100)
@@ -303,8 +386,10 @@ def exp_prio(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
     """Strictness of the htb priority: two BG-only senders wanting the whole link each vs a WC sender."""
     servers = [
         # s3 opens its connection and WC subflow first: a join SYN marked WC could wait behind BG
-        Server("s1", rate_bps, 1, wc=False, start_s=0.5),
-        Server("s2", rate_bps, 1, wc=False, start_s=0.5),
+        # four BG-only connections each: two Reno flows alone let the 2 ms switch queue run empty after
+        # their (now Reno-like) window halvings, and WC rightly takes those idle moments
+        Server("s1", rate_bps, 1, wc=False, start_s=0.5, conns=4),
+        Server("s2", rate_bps, 1, wc=False, start_s=0.5, conns=4),
         Server("s3", 8000, 1),
     ]
     # measure once the BG senders (started 0.5 s late) have had 2 s to fill the link
@@ -343,7 +428,13 @@ def _bg_rows(servers: list[Server], res: Result) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def exp_bg(rate_bps: int, duration_s: float, out: Path, references: bool = True) -> dict[str, Any]:
+def exp_bg(
+    rate_bps: int,
+    duration_s: float,
+    out: Path,
+    references: bool = True,
+    sim_s: float | None = sim_predict.SIM_S,
+) -> dict[str, Any]:
     """Fig. 12: S1-S4 guaranteed 350/250/200/100 (scaled), one connection each; BG at its guarantee.
 
     With ``references`` the same run is repeated with the kernel's scheduler untuned and with BG-only
@@ -384,10 +475,11 @@ def exp_bg(rate_bps: int, duration_s: float, out: Path, references: bool = True)
         "experiment": "mptcp-bg",
         "rate_bps": rate_bps,
         "paper_scaled_by": f"{rate_bps / PAPER_RATE_BPS:g}",
-        "tuning": {"wc_pace_div": TUNING[0], "bg_boost": TUNING[1], "wc_notsent_lowat": TUNING[2]},
+        "tuning": dataclasses.asdict(TUNING),
         "link": _driven(res, rate_bps, 2 * rate_bps),
         "servers": _bg_rows(main, res),
         "subflows": res.subflows,
+        "kernel_counters": res.counters,
     }
     if references:
         untuned = run(servers(), rate_bps, duration_s, tuning=KERNEL_DEFAULT)
@@ -411,8 +503,16 @@ def exp_bg(rate_bps: int, duration_s: float, out: Path, references: bool = True)
                 "holds": worst["untuned"] < worst["bg_only"],
             }
         )
+    sim = simulate(main, rate_bps, sim_s)
+    summary["simulator_mbps"] = sim
+    summary["compare"] = [
+        _cmp(f"{s.name} BG / WC Mb/s", f"{_mbps(s.guarantee_bps)} / spare shared",
+             f"{_mbps(res.bg_bps[s.name])} / {_mbps(res.wc_bps[s.name])}",
+             None if sim is None else f"{sim[s.name]['bg']} / {sim[s.name]['wc']}")
+        for s in main
+    ]  # fmt: skip
     summary["checks"] = checks
-    return _write(out, summary)
+    return _write(out, summary, usage("mptcp-bg", "tuned", main, res))
 
 
 def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
@@ -426,6 +526,7 @@ def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
     ]
     windows = [(WARMUP_S, off[0]), (off[0] + 1.0, off[1]), (off[1] + WARMUP_S, off[1] + WARMUP_S + w)]
     before, during, after = run_windows(servers, rate_bps, windows)
+    records = [r for w in (before, during, after) for r in usage("mptcp-wc", "run", servers, w)]
     others = ["s1", "s3", "s4"]
     s2_before = before.bg_bps["s2"] + before.wc_bps["s2"]
     wc_gain = sum(during.wc_bps[n] - before.wc_bps[n] for n in others)
@@ -470,8 +571,12 @@ def exp_wc(rate_bps: int, duration_s: float, out: Path) -> dict[str, Any]:
             "during": phase(during),
             "after": phase(after),
             "link": _driven(during, rate_bps, 2 * rate_bps),
+            "simulator_mbps": None,
+            "simulator_note": "the simulator's mptcp-wc is not registered: "
+            "a flow that pauses and restarts is not in the engine yet",
             "checks": checks,
         },
+        records,
     )
 
 
@@ -485,10 +590,17 @@ TABLE3 = (
 
 
 def exp_table3(
-    rate_bps: int, duration_s: float, out: Path, rows: tuple[int, ...] = (0, 1, 2, 3)
+    rate_bps: int,
+    duration_s: float,
+    out: Path,
+    rows: tuple[int, ...] = (0, 1, 2, 3),
+    sim_s: float | None = sim_predict.SIM_S,
 ) -> dict[str, Any]:
     """Table 3: three servers share the link; WC shares proportional to A_l."""
-    table, checks = [], []
+    table: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    compare: list[dict[str, str]] = []
+    records: list[Any] = []
     for r in rows:
         gs, als, paper = TABLE3[r]
         servers = [
@@ -497,6 +609,8 @@ def exp_table3(
             if g
         ]
         res = run(servers, rate_bps, duration_s)
+        records += usage("mptcp-table3", f"row{r + 1}", servers, res)
+        sim = simulate(servers, rate_bps, sim_s, star=True)
         wc = [res.wc_bps[s.name] for s in servers]
         a_sum, wc_sum = sum(s.a_l for s in servers), sum(wc)
         worst = (
@@ -504,6 +618,7 @@ def exp_table3(
             if wc_sum
             else 1.0
         )
+        paper_scaled = [round(p * rate_bps / PAPER_RATE_BPS, 2) for p in paper if p is not None]
         table.append(
             {
                 "guarantees_mbps": [_mbps(s.guarantee_bps) for s in servers],
@@ -511,12 +626,18 @@ def exp_table3(
                 "bg_mbps": [_mbps(res.bg_bps[s.name]) for s in servers],
                 "wc_mbps": [_mbps(w) for w in wc],
                 "wc_policy": {k: {"a_l": v["a_l"], "k_live": v["k_live"]} for k, v in res.vm_policy.items()},
-                "paper_wc_mbps_scaled": [
-                    round(p * rate_bps / PAPER_RATE_BPS, 2) for p in paper if p is not None
-                ],
+                "paper_wc_mbps_scaled": paper_scaled,
                 "link": _driven(res, rate_bps, 2 * rate_bps),
+                "simulator_mbps": sim,
+                "kernel_counters": res.counters,
             }
         )
+        compare.append(
+            _cmp(f"row {r + 1} WC Mb/s (A_l {':'.join(str(s.a_l) for s in servers)})",
+                 " / ".join(str(x) for x in paper_scaled),
+                 " / ".join(str(_mbps(w)) for w in wc),
+                 None if sim is None else " / ".join(str(sim[s.name]["wc"]) for s in servers))
+        )  # fmt: skip
         paper_ratio = ":".join(f"{p / min(x for x in paper if x):.2f}" for p in paper if p is not None)
         ours_ratio = ":".join(f"{w / min(wc):.2f}" for w in wc) if min(wc) > 0 else "a WC got 0"
         checks.append(
@@ -528,12 +649,20 @@ def exp_table3(
                 "holds": worst <= 0.20,
             }
         )
-    return _write(out, {"experiment": "mptcp-table3", "rate_bps": rate_bps, "rows": table, "checks": checks})
+    summary = {"experiment": "mptcp-table3", "rate_bps": rate_bps, "rows": table, "compare": compare}
+    return _write(out, {**summary, "checks": checks}, records)
 
 
-def exp_fair(rate_bps: int, duration_s: float, out: Path, conns: tuple[int, ...] = (3, 5)) -> dict[str, Any]:
+def exp_fair(
+    rate_bps: int,
+    duration_s: float,
+    out: Path,
+    conns: tuple[int, ...] = (3, 5),
+    sim_s: float | None = sim_predict.SIM_S,
+) -> dict[str, Any]:
     """Figs 14-15: S2 idle; S1 with N_c connections, S3 and S4 one each; policy 1:1:1 vs none."""
-    runs, checks = [], []
+    runs, checks, compare = [], [], []
+    records: list[Any] = []
     for nc in conns:
         for policy in (True, False):
             servers = [
@@ -542,7 +671,15 @@ def exp_fair(rate_bps: int, duration_s: float, out: Path, conns: tuple[int, ...]
                 Server("s4", scaled(100e6, rate_bps), 1),
             ]
             res = run(servers, rate_bps, duration_s, policy=policy)
+            records += usage("mptcp-fair", f"nc{nc}-{'policy' if policy else 'none'}", servers, res)
+            sim = simulate(servers, rate_bps, sim_s, policy=policy)
             wc = {s.name: res.wc_bps[s.name] for s in servers}
+            compare.append(
+                _cmp(f"N_c = {nc}, policy {'1:1:1' if policy else 'none'}: WC Mb/s S1 / S3 / S4",
+                     "equal" if policy else f"{nc} : 1 : 1",
+                     " / ".join(str(_mbps(wc[s.name])) for s in servers),
+                     None if sim is None else " / ".join(str(sim[s.name]["wc"]) for s in servers))
+            )  # fmt: skip
             ratio3 = wc["s1"] / wc["s3"] if wc["s3"] else float("inf")
             ratio4 = wc["s1"] / wc["s4"] if wc["s4"] else float("inf")
             runs.append(
@@ -560,6 +697,8 @@ def exp_fair(rate_bps: int, duration_s: float, out: Path, conns: tuple[int, ...]
                     "s1_wc_over_s4": round(ratio4, 3),
                     "subflows": res.subflows,
                     "link": _driven(res, rate_bps, 2 * rate_bps),
+                    "simulator_mbps": sim,
+                    "kernel_counters": res.counters,
                 }
             )
             if policy:
@@ -581,7 +720,8 @@ def exp_fair(rate_bps: int, duration_s: float, out: Path, conns: tuple[int, ...]
                         "holds": ratio3 > 1.5 and ratio4 > 1.5,
                     }
                 )
-    return _write(out, {"experiment": "mptcp-fair", "rate_bps": rate_bps, "runs": runs, "checks": checks})
+    summary = {"experiment": "mptcp-fair", "rate_bps": rate_bps, "runs": runs, "compare": compare}
+    return _write(out, {**summary, "checks": checks}, records)
 
 
 def require_mptcp() -> None:

@@ -82,6 +82,48 @@ def softbw_share_cmd(
     print(f"summary -> {out / 'summary.json'}")
 
 
+def softbw_short_cmd(
+    rate: str = typer.Option("100Mbit", help="host port rate (paper: 1 Gbit/s; 100Mbit is driven here)"),
+    duration: str = typer.Option("10s", help="how long VM 1 opens short flows, per scheme"),
+    size: str = typer.Option("50KB", help="bytes per short flow"),
+    out: Path = typer.Option(Path("out/softbw-short"), "--out", help="output directory"),
+    simulate: bool = typer.Option(True, help="also run the simulator's SoftBW and FIFO on the same setup"),
+) -> None:
+    """Slides' short flows: VM 1's short flows next to two bulk VMs; SoftBW vs 50 ms rate limiter vs FIFO."""
+    from paccp.datapath import mptcp_cli, softbw_short, softbw_testbed
+    from paccp.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
+
+    rate_bps = parse_rate_bps(rate)
+    dur = parse_duration_ns(duration) / 1e9
+    if not 1_000_000 <= rate_bps <= 10_000_000_000 or dur < 1:
+        raise UserError("--rate must be in 1Mbit..10Gbit and --duration at least 1s")
+    softbw_testbed.require_tools()
+    s = softbw_short.exp_short(rate_bps, dur, out, parse_size_bytes(size), mptcp_cli.sim_seconds(simulate))
+    mptcp_cli._checks_table(s)
+    for name, r in s["runs"].items():  # the rate limiter's own under-use of the port is its result
+        if name != "ratelimit" and not r["link"]["driven"]:
+            print(f"paccp: {r['link']['line']}")
+            break
+    print(f"summary -> {out / 'summary.json'}")
+
+
+def softbw_overhead_cmd(
+    out: Path = typer.Option(Path("out/softbw-overhead"), "--out", help="output directory"),
+    rounds: int = typer.Option(4, help="alternating RTT measurements with and without the program"),
+) -> None:
+    """SoftBW's cost: the program's run time per packet (BPF stats) and the idle RTT with / without it."""
+    from paccp.datapath import mptcp_cli, softbw_short, softbw_testbed
+
+    if not 1 <= rounds <= 50:
+        raise UserError("--rounds must be in 1..50")
+    softbw_testbed.require_tools()
+    s = softbw_short.exp_overhead(out, rounds=rounds)
+    mptcp_cli._checks_table(s)
+    print(f"summary -> {out / 'summary.json'}")
+
+
 def register(datapath_app: typer.Typer, testbed_app: typer.Typer) -> None:
     datapath_app.add_typer(softbw_app, name="softbw")
     testbed_app.command("softbw-share")(softbw_share_cmd)
+    testbed_app.command("softbw-short")(softbw_short_cmd)
+    testbed_app.command("softbw-overhead")(softbw_overhead_cmd)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import softbw
+from paccp.datapath import softbw, testbed_usage
 from paccp.datapath.drive import CpuMeter, judge
 from paccp.datapath.testbed import Net, testbed
 from paccp.errors import UserError
@@ -146,8 +146,10 @@ def run(
             cpu = CpuMeter()
             cpu.start()
             c0, p0, t0 = _counts(counts), _port_bytes(net.ns("h"), port), time.monotonic()
+            w0 = time.time_ns()
             time.sleep(duration_s)
             c1, p1, dt = _counts(counts), _port_bytes(net.ns("h"), port), time.monotonic() - t0
+            out["window_ns"] = (w0, time.time_ns())
             out["cpu_busy"] = cpu.stop()
         finally:
             net.cleanup()  # stops the sink first: it rewrites its counts file until it is killed
@@ -170,9 +172,14 @@ def exp_share(
     """2 and 3 VMs, each guaranteed 0.45 x the port, with different flow counts: SoftBW vs best effort."""
     b = rate_bps * 45 // 100
     runs, checks = [], []
+    records: list[Any] = []
     for flows in cases:
         for sched in (True, False):
             r = run(list(flows), b, rate_bps, duration_s, sched)
+            w = testbed_usage.Window(*r["window_ns"])
+            tag = f"{'-'.join(map(str, flows))}-{'softbw' if sched else 'fifo'}"
+            records += testbed_usage.softbw_records("softbw-share", tag, w, b if sched else None,
+                                                    r["goodput_bps"])  # fmt: skip
             ful = {k: v / b for k, v in r["goodput_bps"].items()}
             spread = max(ful.values()) / max(1e-9, min(ful.values()))
             runs.append(
@@ -215,7 +222,8 @@ def exp_share(
         },
         "checks": checks,
     }
-    out.mkdir(parents=True, exist_ok=True)
+    summary["usage_records"] = len(records)
+    testbed_usage.write(out, records)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
