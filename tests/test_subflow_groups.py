@@ -84,3 +84,20 @@ def test_one_wc_subflow_per_disjoint_path() -> None:
     r = _records(clos)
     a, b = (set(r[f"f/wc{k}"]["route"][1:-1]) for k in range(2))
     assert a and b and not a & b, (a, b)  # no fabric link in common
+
+
+def test_n_above_one_needs_ecmp_routing() -> None:
+    import pytest
+
+    from paccp.errors import UserError
+
+    s: dict[str, Any] = {
+        "topology": {"kind": "leaf_spine", "leaves": 2, "spines": 2, "hosts_per_leaf": 2},
+        "routing": {"kind": "leaf_spine_paper"},
+        "vms": [{"id": "vm1", "host": "h0", "theta": "350Mbit"}],
+        "flows": [{"id": "f", "src": "h0", "dst": "h2", "vm": "vm1"}],
+        "scheme": {"kind": "mptcp_bgwc", "wc_subflows": 2},
+    }
+    with pytest.raises(UserError, match=r"scheme.wc_subflows: N > 1 needs ECMP routing") as ei:
+        parse_scenario(s)
+    assert "\n" not in str(ei.value)
