@@ -106,3 +106,25 @@ def test_n_above_one_needs_ecmp_routing() -> None:
     with pytest.raises(UserError, match=r"scheme.wc_subflows: N > 1 needs ECMP routing") as ei:
         parse_scenario(s)
     assert "\n" not in str(ei.value)
+
+
+def test_a_subflow_timeout_reinjects_its_data_on_another_subflow() -> None:
+    # Incast of six finite connections onto one receiver: WC subflows lose at the low-priority queue and
+    # time out; their unacknowledged DSNs are queued and resent on the BG subflow (Linux MPTCP), and every
+    # connection completes with all its bytes.
+    senders = [f"S{i}" for i in range(6)]
+    spec = exp._scenario(
+        exp.star(senders, "R"),
+        [(f"v{s}", s, 150) for s in senders],
+        [{"id": f"f{s}", "src": s, "dst": "R", "vm": f"v{s}", "size": "3MB"} for s in senders],
+        {},
+        duration_s=0.5,
+        seed=1,
+    )
+    res, _ = run_engine(to_engine(parse_scenario(spec)), description="test")
+    assert res.connections is not None
+    c = res.connections.to_pydict()
+    timeouts = sum(r["timeouts"] for r in res.flows.to_pylist() if str(r["id"]).endswith("/wc0"))
+    assert timeouts > 0 and sum(c["rto_reinjections"]) > 0
+    assert all(0 < r <= q for r, q in zip(c["rto_reinjections"], c["rto_queued"], strict=True))
+    assert c["bytes_delivered"] == [3_000_000] * 6 and all(t is not None for t in c["finish_ns"])
