@@ -1,12 +1,11 @@
-"""The MPTCP BG/WC experiments on the subflow-as-flow model's coupling, pauses and finite connections:
-``mptcp-cc`` (Fig. 3), ``mptcp-wc`` (Fig. 13) and ``mptcp-clos`` (Figs. 18-20).
+"""The MPTCP BG/WC experiments on coupling, pauses and finite connections: ``mptcp-cc`` (Fig. 3),
+``mptcp-wc`` (Fig. 13) and ``mptcp-clos`` (Figs. 18-20).
 
-They run on the engine's subflow groups (``crates/paccp-sim/src/transport/coupled.rs``): a connection's
-BG and WC subflows are flows of one group; coupled controllers (LIA, OLIA) see the group's windows; a
-finite connection's subflows draw segments from one shared budget whenever their windows have room (an
-ample send buffer and an unbounded receive buffer: no subflow scheduler and no head-of-line blocking are
-modelled, so results do not depend on the scheduler or the receive buffer until the connection layer
-replaces this model). Setups, the paper's numbers and the scenario builders are in :mod:`.mptcp_bgwc`.
+They run on the engine's connection layer (``crates/paccp-sim/src/transport/conn/``), like every
+``mptcp_bgwc`` run: a flow is a connection over its BG and WC subflows; coupled controllers (LIA, OLIA)
+see the other subflows' windows; a finite connection completes when its stream is delivered in order; a
+subflow's retransmission timeout reinjects its unacknowledged data on another subflow; ``stop`` ends a
+connection's stream. Setups, the paper's numbers and the scenario builders are in :mod:`.mptcp_bgwc`.
 """
 
 from __future__ import annotations
