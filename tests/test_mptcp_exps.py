@@ -35,3 +35,24 @@ def test_guarantees_hold_and_wc_takes_the_spare(tmp_path: Path) -> None:
     # without the policy, S1's N_c connections take about N_c times the WC share of S3 and S4
     nopolicy = [c for c in _checks(s["mptcp-fair"]) if "no policy" in str(c["statement"])]
     assert len(nopolicy) == 2 and all(c["holds"] for c in nopolicy), nopolicy
+
+
+def test_coupled_cc_pause_and_clos(tmp_path: Path) -> None:
+    s = _reproduce(tmp_path, "mptcp-cc", "mptcp-wc", "mptcp-clos")
+    cc = _checks(s["mptcp-cc"])
+    # every controller keeps the guarantees and takes the spare; LIA and OLIA share it unevenly (Fig. 3)
+    assert all(
+        c["holds"] for c in cc if "guarantees held" in str(c["statement"]) or "spare" in str(c["statement"])
+    )
+    erratic = [c for c in cc if "not shared evenly" in str(c["statement"])]
+    assert len(erratic) == 2 and all(c["holds"] for c in erratic), erratic
+    assert (tmp_path / "mptcp-cc" / "wc_by_cc.png").is_file()
+    wc = _checks(s["mptcp-wc"])
+    taken = [c for c in wc if "idle" in str(c["statement"]) or "BG unchanged" in str(c["statement"])]
+    assert len(taken) == 4 and all(c["holds"] for c in taken), taken
+    clos = _checks(s["mptcp-clos"])
+    assert clos[0]["statement"] == "every job's shuffle finished" and clos[0]["holds"], clos[0]
+    assert any("ranking" in str(c["statement"]) for c in clos)
+    m = s["mptcp-clos"]["measured_mbps"]
+    assert isinstance(m, dict) and m["ours"]["why_large"]["per_class"]["wc"]["bytes"] > 0
+    assert (tmp_path / "mptcp-clos" / "shuffle_cdf.png").is_file()

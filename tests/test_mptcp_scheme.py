@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from paccp import mapreduce as mr
 from paccp.errors import UserError
 from paccp.experiments import mptcp_bgwc as exp
 from paccp.scenario import parse_scenario, to_engine, to_toml
@@ -149,18 +149,6 @@ def test_fair_wc_increase_and_dynamic_buffer() -> None:
     assert dynamic_receive_buffer(3, [0.2e-3, 2.2e-3], [500e6, 473e6]) == 802_725
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        exp.cc_scenario("olia"),
-    ],
-)
-def test_setups_the_engine_cannot_run_yet_say_what_is_missing(spec: dict[str, Any]) -> None:
-    sc = parse_scenario(copy.deepcopy(spec))
-    with pytest.raises(UserError, match="the engine cannot run it yet"):
-        to_engine(sc)
-
-
 def test_engine_json_of_the_scheme() -> None:
     eng = to_engine(parse_scenario(exp.bg_scenario(udp=True, quick=True)))
     vms = {v["id"]: v for v in eng["vms"]}
@@ -205,6 +193,7 @@ def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
 
     runnable = {i for i in load_all() if i.startswith("mptcp-")}
     assert {"mptcp-bg", "mptcp-table3", "mptcp-fair", "mptcp-sched", "mptcp-rcvbuf"} <= runnable
+    assert {"mptcp-cc", "mptcp-wc", "mptcp-clos"} <= runnable
     assert runnable | set(exp.NEEDS) == ids and not runnable & set(exp.NEEDS)
     rows = exp.PAPER["mptcp-table3"].numbers["rows"]
     assert [r["wc"] for r in rows] == [(62, 31, 31), (212, 106, 106), (120, 65, 35), (217, 110, None)]
@@ -224,3 +213,25 @@ def test_cli_reports_a_bad_scheme_in_one_line_with_exit_2(tmp_path: Path) -> Non
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("paccp: error:") and "scheme.scheduler" in lines[0]
+
+
+def test_coupled_and_finite_connections_in_the_engine_json() -> None:
+    # LIA / OLIA: every subflow of a connection (BG included) runs the coupled controller, the WC
+    # subflows are the BG subflow's connection's; fair WC (Eq. 7 is Reno's) cannot be combined with them.
+    eng = to_engine(parse_scenario(exp.cc_scenario("lia", quick=True)))
+    fl = {f["id"]: f for f in eng["flows"]}
+    assert fl["fS1/bg"]["cc"] == {"kind": "lia"} and fl["fS1/wc0"]["cc"] == {"kind": "lia"}
+    conn = {c["id"]: c for c in eng["connections"]}["fS1"]
+    assert [x["flow"] for x in conn["subflows"]][:2] == ["fS1/bg", "fS1/wc0"]
+    spec = exp.cc_scenario("olia", quick=True)
+    spec["scheme"]["fair_wc"] = True
+    assert "scheme.fair_wc: Eq. 7 changes Reno's increase" in _err(spec)
+    # A finite connection: the connection carries the size, its subflows none.
+    spec, _ = exp.clos_scenario("ours", mr.Scaling(jobs=3, size_scale=1e-3, time_scale=1e-3, max_tasks=4))
+    eng = to_engine(parse_scenario(spec))
+    bg = [f for f in eng["flows"] if f["id"].endswith("/bg")]
+    wc = [f for f in eng["flows"] if f["id"].endswith("/wc0")]
+    assert bg and len(wc) == len(bg) and all(f["size_bytes"] is None for f in bg + wc)
+    conns = eng["connections"]
+    assert len(conns) == len(bg) and all(c["size_bytes"] for c in conns)
+    assert all(c["subflows"][1]["flow"] == c["id"] + "/wc0" for c in conns)

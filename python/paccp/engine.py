@@ -65,6 +65,8 @@ _CONNECTION_TYPES: dict[str, pa.DataType] = {
     "window_blocked": pa.int64(),
     "penalisations": pa.int64(),
     "reinjections": pa.int64(),
+    "rto_queued": pa.int64(),
+    "rto_reinjections": pa.int64(),
     "max_ooo_bytes": pa.int64(),
     "max_rwnd_bytes": pa.int64(),
 }

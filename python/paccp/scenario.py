@@ -411,11 +411,14 @@ class FlowCfg(_M):
     tenant: Name | None = None
     deadline: Duration | None = Field(default=None, description="relative to start")
     changes: list[Change] = Field(default_factory=list)
+    stop: Duration | None = Field(default=None, description="takes no new data from then on")
 
     @model_validator(mode="after")
     def _check(self) -> FlowCfg:
         if self.src == self.dst:
             raise ValueError("src and dst must differ")
+        if self.stop is not None and self.stop < self.start:
+            raise ValueError("stop must not be before start")
         if self.size is not None and self.size <= 0:
             raise ValueError("size must be > 0 (omit it for a long-lived flow)")
         if self.vm is not None and self.changes:
@@ -930,6 +933,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
                     {"at_ns": c.at, "theta_bps": c.theta, "omega": float(c.omega)} for c in f.changes
                 ],
             }
+            | ({} if f.stop is None else {"stop_ns": f.stop})
         )
     arrivals = []
     for k, a in enumerate(sc.arrivals):

@@ -59,6 +59,10 @@ pub struct ConnCfg {
     /// Linux MPTCP's penalisation and reinjection when the receive window blocks (default true).
     #[serde(default = "yes")]
     pub penalize: bool,
+    /// From this time on the connection hands out no new data (its stream ends at what was handed
+    /// out; what is in flight is still delivered). Null: never.
+    #[serde(default)]
+    pub stop_ns: Option<u64>,
 }
 
 /// One subflow of a connection.
@@ -398,6 +402,14 @@ pub struct FlowCfg {
     /// A constant-bit-rate (UDP-like) flow at this rate instead of TCP.
     #[serde(default)]
     pub cbr_bps: Option<u64>,
+    /// From this time on the flow takes no new data (a connection's subflow: null, the connection
+    /// has the stop time).
+    #[serde(default)]
+    pub stop_ns: Option<u64>,
+    /// The k-th of the equal-cost paths instead of an ECMP draw (k = 0 .. M - 1 disjoint on a
+    /// leaf-spine or Clos: one WC subflow per path).
+    #[serde(default)]
+    pub path: Option<u32>,
 }
 
 /// Destination rule of an arrival generator.

@@ -38,6 +38,10 @@ pub(crate) enum Ev {
     CbrSend { flow: u32 },
     /// Step `idx` of a subflow's extra delay line `line` takes effect (`crate::sim::conn`).
     DelayStep { line: u32, idx: u16 },
+    /// A single-path flow's `stop_ns`: it takes no new data.
+    Stop { flow: u32 },
+    /// A connection's `stop_ns`: its stream ends at the data handed out so far (`crate::sim::conn`).
+    ConnStop { conn: u32 },
 }
 
 /// A heap entry.

@@ -403,8 +403,18 @@ impl Router {
         })
     }
 
-    /// The channels from host `src` to host `dst`; `hash` is the flow's ECMP hash.
-    pub fn route(&mut self, net: &Network, src: u32, dst: u32, hash: u64) -> Option<Vec<u32>> {
+    /// The channels from host `src` to host `dst`; `hash` is the flow's ECMP hash. With `path = Some(k)`
+    /// every hop with several equal-cost next hops takes the `k mod n`-th of them (in the node's link
+    /// order) instead of a hashed one, so k = 0 .. M - 1 are disjoint paths on a leaf-spine or a Clos
+    /// (an MPTCP connection's WC subflow k). `leaf_spine_paper` routing has one path and ignores it.
+    pub fn route(
+        &mut self,
+        net: &Network,
+        src: u32,
+        dst: u32,
+        hash: u64,
+        path: Option<u32>,
+    ) -> Option<Vec<u32>> {
         if let (RoutingCfg::LeafSpinePaper, Some((l, _, h))) = (self.kind, net.leaf_spine) {
             let (s, d) = (net.leaf_of(src)?, net.leaf_of(dst)?);
             let nh = l * h;
@@ -443,8 +453,13 @@ impl Router {
             if cands.is_empty() {
                 return None;
             }
-            let pick = (mix64(hash ^ (at as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
-                % cands.len() as u64) as usize;
+            let pick = match path {
+                Some(k) => k as usize % cands.len(),
+                None => {
+                    (mix64(hash ^ (at as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                        % cands.len() as u64) as usize
+                }
+            };
             r.push(cands[pick]);
             at = net.channels[cands[pick] as usize].to;
         }

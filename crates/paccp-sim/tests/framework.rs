@@ -93,7 +93,7 @@ fn a_constant_window_scheme_added_from_test_code_sends_w_segments_per_rtt() {
     let err = run_err(&bad);
     assert_eq!(
         err,
-        "cc.kind: unknown congestion control 'const_window' (known: reno, paccp, fair_wc)"
+        "cc.kind: unknown congestion control 'const_window' (known: reno, paccp, fair_wc, lia, olia)"
     );
 }
 

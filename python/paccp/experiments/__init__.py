@@ -61,9 +61,10 @@ _MODULES: tuple[str, ...] = (
     "paccp.experiments.softbw_short",  # softbw-short (SoftBW issue)
     "paccp.experiments.softbw_converge",  # softbw-converge (SoftBW issue)
     "paccp.experiments.softbw_share",  # softbw-share (SoftBW issue)
-    "paccp.experiments.mptcp_bgwc",  # mptcp-* (issue 11; the runnable ones)
+    "paccp.experiments.mptcp_bgwc",  # mptcp-bg, -table3, -fair (issue 11)
     "paccp.experiments.mptcp_sched",  # mptcp-sched (issue 11, connection layer)
     "paccp.experiments.mptcp_rcvbuf",  # mptcp-rcvbuf (issue 11, connection layer)
+    "paccp.experiments.mptcp_more",  # mptcp-cc, -wc, -clos (issue 11)
 )
 
 

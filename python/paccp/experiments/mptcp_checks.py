@@ -167,4 +167,49 @@ def checks_clos(mean_large_s: Mapping[str, float]) -> list[dict[str, Any]]:
             ours[0],
             ours[0] == "ours",
         ),
+        check(
+            "BG-only (rate limit, no work conservation) is the slowest",
+            "bg_only",
+            ours[-1],
+            ours[-1] == "bg_only",
+        ),
     ]
+
+
+def checks_cc(cc: str, wc: Mapping[str, float], *, spare_mbps: float) -> list[dict[str, Any]]:
+    """mptcp-cc (Fig. 3): the spare (link - BG) taken by the three WC subflows (>= 80 % of it), and how
+    evenly: the paper finds Reno even and LIA / OLIA erratic. "Even" = every server's WC within 15 % of
+    the servers' mean; for a coupled controller the check is that it is *not* even, as the paper reports."""
+    vals = list(wc.values())
+    mean = sum(vals) / len(vals)
+    worst = max(abs(v / mean - 1) for v in vals) if mean > 0 else float("inf")
+    even = worst <= SHARE_TOLERANCE
+    ours = " / ".join(f"{v:.0f}" for v in vals) + f" Mb/s (worst {worst:.0%} off the mean)"
+    taken = sum(vals)
+    out = [
+        check(
+            f"{cc}: the spare capacity is taken by the WC subflows (>= 80 % of it)",
+            "taken",
+            f"{taken:.0f} of {spare_mbps:.0f} Mb/s",
+            spare_mbps <= 0 or taken >= 0.8 * spare_mbps,
+        )
+    ]
+    if cc == "reno":
+        out.append(
+            check(
+                f"reno: idle shared evenly (each within {SHARE_TOLERANCE:.0%} of the mean)",
+                "even",
+                ours,
+                even,
+            )
+        )
+    else:
+        out.append(
+            check(
+                f"{cc}: idle not shared evenly (some server > {SHARE_TOLERANCE:.0%} off the mean)",
+                "erratic",
+                ours,
+                not even,
+            )
+        )
+    return out

@@ -135,3 +135,55 @@ def print_checks(title: str, checks: list[dict[str, Any]]) -> None:
     for c in checks:
         t.add_row(c["statement"], str(c["paper"]), str(c["ours"]), "yes" if c["holds"] else "NO")
     Console().print(t)
+
+
+def loss_sync(
+    spec: dict[str, Any], *, description: str, seconds: float, window_s: float = 2e-3
+) -> dict[str, Any]:
+    """Why WC shares are what they are: rerun ``spec`` for ``seconds`` with every flow's window sampled
+    every 100 us and report, per WC subflow, its mean window, its loss rate (retransmissions per delivered
+    segment) and its window reductions (a sample more than 20 % below the previous one), and, for each pair
+    of WC subflows, the fraction of the first's reductions within ``window_s`` of one of the other's
+    (near 100 %: synchronised losses, every subflow halves at every congestion epoch)."""
+    from paccp.rundir import run_engine
+    from paccp.scenario import parse_scenario, to_engine
+
+    s = dict(spec, run=dict(spec["run"]))
+    s["run"].update(
+        {
+            "duration": f"{seconds:g}s",
+            "warmup": f"{seconds / 5:g}s",
+            "sample_interval": "100us",
+            "sample_cwnd": True,
+        }
+    )
+    result, _ = run_engine(to_engine(parse_scenario(s, where=description)), description=description)
+    smp = result.samples
+    cw = smp.cwnd_pkts
+    if cw is None:
+        return {}
+    first = smp.acked_bytes.shape[1] // 5
+    recs = {str(r["id"]): r for r in result.flows.to_pylist()}
+    cuts: dict[str, np.ndarray] = {}
+    out: dict[str, Any] = {"subflows": {}, "pairs": {}}
+    for i, fid in enumerate(smp.flow_ids):
+        if subflow_class(fid) != "wc":
+            continue
+        c = cw[i][first:]
+        cuts[fid] = np.nonzero(c[1:] < 0.8 * c[:-1])[0]
+        r = recs[fid]
+        segs = max(1.0, int(r["bytes_acked"]) / 1460)
+        out["subflows"][fid] = {
+            "mean_cwnd_pkts": float(c.mean()) if c.size else 0.0,
+            "loss_rate": int(r["retransmits"]) / segs,
+            "window_reductions": int(cuts[fid].size),
+            "timeouts": int(r["timeouts"]),
+        }
+    w = max(1, round(window_s / 1e-4))
+    names = sorted(cuts)
+    for k, a in enumerate(names):
+        for b in names[k + 1 :]:
+            da, db = cuts[a], cuts[b]
+            near = sum(1 for x in da if db.size and np.min(np.abs(db - x)) <= w)
+            out["pairs"][f"{a} ~ {b}"] = near / da.size if da.size else None
+    return out

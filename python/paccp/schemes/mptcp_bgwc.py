@@ -125,6 +125,11 @@ class MptcpBgwc(_M):
                 raise UserError(f"scheme.competition_levels.{vm_id}: unknown VM")
             if level < 1:
                 raise UserError(f"scheme.competition_levels.{vm_id}: A_l must be >= 1, got {level}")
+        if self.subflow_cc != "reno" and self.fair_wc and self.variant == "ours":
+            raise UserError(
+                f"scheme.fair_wc: Eq. 7 changes Reno's increase; set fair_wc = false to use subflow_cc "
+                f"{self.subflow_cc!r}"
+            )
         if isinstance(self.receive_buffer, int) and self.receive_buffer <= 0:
             raise UserError("scheme.receive_buffer: must be > 0 bytes or 'dynamic'")
         for k in range(1, len(self.wc_delay_steps)):
@@ -150,6 +155,10 @@ class MptcpBgwc(_M):
                 raise UserError(f"scheme.udp[{k}].dst: the VM's own host")
             if u.stop is not None and u.stop <= u.start:
                 raise UserError(f"scheme.udp[{k}].stop: must be after start")
+        if self.wc_subflows != 1 and sc.routing.kind == "leaf_spine_paper":
+            raise UserError(
+                "scheme.wc_subflows: N > 1 needs ECMP routing (leaf_spine_paper has one path per pair)"
+            )
         if isinstance(self.wc_subflows, int) and self.wc_subflows > 1:
             for k, f in enumerate(sc.flows):
                 m = disjoint_paths(sc, f.src, f.dst)
@@ -160,7 +169,7 @@ class MptcpBgwc(_M):
                     )
 
     def to_engine(self, sc: Scenario, eng: dict[str, Any]) -> dict[str, Any]:
-        """Rewrite the generic engine JSON of ``sc`` for this scheme (UserError for what cannot run yet).
+        """Rewrite the generic engine JSON of ``sc`` for this scheme.
 
         Each scenario VM ``v`` becomes two engine VMs on its host: ``v`` (its BG subflows and UDP flows;
         its theta = B_g is the rate of its BG token bucket at the host) and ``v/wc`` (its WC subflows;
@@ -170,7 +179,6 @@ class MptcpBgwc(_M):
         and ``wc_only``; ``bg_only`` keeps ``f/bg`` as a plain flow of the flow's size); switches serve two
         strict-priority levels.
         """
-        self._runnable(sc)
         v = self.variant
         buf = dict(eng["topology"]["nic_buffer"])
         vms: list[dict[str, Any]] = []
@@ -187,7 +195,11 @@ class MptcpBgwc(_M):
                         "omega": float(level),
                     }
                 )
-        wc_cc = {"kind": "fair_wc" if self.fair_wc and v == "ours" else self.subflow_cc}
+        fair = self.fair_wc and v == "ours"
+        wc_cc = {"kind": "fair_wc" if fair else self.subflow_cc}
+        # LIA / OLIA couple all subflows of a connection, the BG one included (as MPTCP's per-connection
+        # congestion control does); uncoupled Reno leaves the BG subflow on the scenario's Reno.
+        bg_cc = {} if self.subflow_cc == "reno" else {"cc": {"kind": self.subflow_cc}}
         flows: list[dict[str, Any]] = []
         connections: list[dict[str, Any]] = []
         for f in eng["flows"]:
@@ -197,18 +209,25 @@ class MptcpBgwc(_M):
             if v == "bg_only":
                 flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], **{"class": 0}))
                 continue
-            flows.append(dict(f, id=f"{f['id']}/bg", label=f["vm"], size_bytes=None, **{"class": 0}))
+            # one engine connection per flow: its size and stop time are the connection's
+            sub = {k: val for k, val in f.items() if k != "stop_ns"}
+            flows.append(
+                dict(sub, id=f"{f['id']}/bg", label=f["vm"], size_bytes=None, **bg_cc, **{"class": 0})
+            )
             subflows: list[dict[str, Any]] = [{"flow": f"{f['id']}/bg"}]
-            for k in range(self.wc_subflows if isinstance(self.wc_subflows, int) else 1):
+            n = self.wc_count(sc, f["src"], f["dst"])
+            for k in range(n):
+                # N = 1 rides the BG subflow's path, N > 1 puts subflow k on the k-th disjoint path
+                route = {"same_path_as": f"{f['id']}/bg"} if n == 1 else {"path": k}
                 flows.append(
                     dict(
-                        f,
+                        sub,
                         id=f"{f['id']}/wc{k}",
                         label=f["vm"],
                         vm=f"{f['vm']}/wc",
                         cc=wc_cc,
-                        same_path_as=f"{f['id']}/bg",
                         size_bytes=None,
+                        **route,
                         **{"class": 1},
                     )
                 )
@@ -219,7 +238,7 @@ class MptcpBgwc(_M):
                         "delay_steps": [{"at_ns": d.at, "delay_ns": d.delay} for d in self.wc_delay_steps],
                     }
                 )
-            connections.append(self.connection(f["id"], f["size_bytes"], subflows))
+            connections.append(self.connection(f["id"], f["size_bytes"], subflows, f.get("stop_ns")))
         host_of = {vm.id: vm.host for vm in sc.vms}
         for k, u in enumerate(self.udp):
             flows.append(
@@ -264,8 +283,10 @@ class MptcpBgwc(_M):
             }
         return out
 
-    def connection(self, flow_id: str, size: int | None, subflows: list[dict[str, Any]]) -> dict[str, Any]:
-        """The engine connection of flow ``flow_id`` over ``subflows`` (BG first)."""
+    def connection(
+        self, flow_id: str, size: int | None, subflows: list[dict[str, Any]], stop_ns: int | None = None
+    ) -> dict[str, Any]:
+        """The engine connection of flow ``flow_id`` over ``subflows`` (BG first), stopping at ``stop_ns``."""
         dynamic = self.receive_buffer == "dynamic"
         return {
             "id": flow_id,
@@ -275,21 +296,14 @@ class MptcpBgwc(_M):
             "receive_buffer_bytes": LINUX_TCP_RMEM_DEFAULT if dynamic else self.receive_buffer,
             "dynamic_beta": self.rcvbuf_beta if dynamic else None,
             "penalize": self.penalize,
+            "stop_ns": stop_ns,
         }
 
-    def _runnable(self, sc: Scenario) -> None:
-        """UserError naming what the engine cannot run yet."""
-        missing = []
-        if self.variant in ("ours", "wc_only"):
-            if self.wc_subflows != 1:
-                missing.append("more than one WC subflow (pinning each to its own disjoint path)")
-            if self.subflow_cc != "reno" and not (self.fair_wc and self.variant == "ours"):
-                missing.append(f"subflow_cc {self.subflow_cc!r}")
-        if missing:
-            raise UserError(
-                f"scheme mptcp_bgwc: validated, but the engine cannot run it yet ({'; '.join(missing)}; "
-                "issue 11)"
-            )
+    def wc_count(self, sc: Scenario, src: str, dst: str) -> int:
+        """N for a connection from ``src`` to ``dst``: ``wc_subflows``, or M when it is ``"paths"``."""
+        if isinstance(self.wc_subflows, int):
+            return self.wc_subflows
+        return disjoint_paths(sc, src, dst)
 
     # ------------------------------------------------------------------ resolved per-VM policy
 

@@ -12,6 +12,8 @@ use crate::error::{EngineError, Result};
 use serde_json::Value;
 
 pub mod fair_wc;
+pub mod lia;
+pub mod olia;
 pub mod paccp;
 pub mod reno;
 
@@ -75,6 +77,8 @@ pub struct PeerWindow {
     pub cwnd: f64,
     /// Its smoothed RTT (ns), if sampled.
     pub srtt_ns: Option<f64>,
+    /// Its controller's [`Controller::loss_interval`] (segments; OLIA's l).
+    pub loss_interval: f64,
 }
 
 /// What a controller sees at a hook besides its window.
@@ -110,6 +114,11 @@ pub trait Controller: std::fmt::Debug {
     fn on_rto(&mut self, _w: &mut Window, _ctx: &CcCtx<'_>) {}
     /// A data segment `seg` is about to be sent.
     fn on_send(&mut self, _w: &mut Window, _seg: u64, _ctx: &CcCtx<'_>) {}
+    /// Segments delivered between the last two losses or since the last one, whichever is larger,
+    /// for controllers that track it (OLIA); what its peers see in [`PeerWindow::loss_interval`].
+    fn loss_interval(&self) -> f64 {
+        0.0
+    }
 }
 
 /// The controller of one flow: the built-in algorithms as variants (static dispatch), plus
@@ -151,6 +160,10 @@ impl Controller for AnyController {
     fn on_send(&mut self, w: &mut Window, seg: u64, ctx: &CcCtx<'_>) {
         dispatch!(self, c => c.on_send(w, seg, ctx))
     }
+    #[inline]
+    fn loss_interval(&self) -> f64 {
+        dispatch!(self, c => c.loss_interval())
+    }
 }
 
 /// Makes one flow's controller (called once per flow).
@@ -166,6 +179,8 @@ pub fn builtin() -> Vec<(&'static str, CcParser)> {
         ("reno", reno::parse),
         ("paccp", paccp::parse),
         ("fair_wc", fair_wc::parse),
+        ("lia", lia::parse),
+        ("olia", olia::parse),
     ]
 }
 

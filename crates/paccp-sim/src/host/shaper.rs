@@ -10,6 +10,7 @@
 use crate::config::BufCfg;
 use crate::net::qdisc::{Fifo, Pop};
 use crate::net::{Pkt, QKey};
+use std::collections::BTreeSet;
 
 const SCALE: u128 = 1_000_000_000_000;
 
@@ -80,6 +81,13 @@ pub struct Shaper {
     rr: usize,
     /// Serve eligible buckets in their listed order before the unshaped FIFO (instead of round-robin).
     priority: bool,
+    /// Bucket of each key (`key` -> index + 1; 0 = none).
+    index: Vec<u32>,
+    /// Buckets with a packet waiting (only these can be served or set a wait: a bucket's refill is
+    /// lazy, so skipping the empty ones changes nothing and a NIC with many VMs' buckets stays fast).
+    busy: BTreeSet<usize>,
+    /// Scratch: the positions [unshaped = 0, bucket b = b + 1] to visit at a dequeue.
+    order: Vec<usize>,
 }
 
 impl Shaper {
@@ -87,21 +95,39 @@ impl Shaper {
     /// `priority`, eligible buckets are served in their listed order before the unshaped FIFO;
     /// otherwise every eligible queue in turn.
     pub fn new(by: ShapeBy, buckets: Vec<Bucket>, unshaped: BufCfg, priority: bool) -> Shaper {
+        let mut index = vec![
+            0u32;
+            buckets
+                .iter()
+                .map(|b| b.key as usize + 1)
+                .max()
+                .unwrap_or(0)
+        ];
+        for (i, b) in buckets.iter().enumerate().rev() {
+            index[b.key as usize] = i as u32 + 1; // the first bucket of a key wins, as a search would
+        }
         Shaper {
             by,
             buckets,
             unshaped: Fifo::new(unshaped),
             rr: 0,
             priority,
+            index,
+            busy: BTreeSet::new(),
+            order: Vec::new(),
         }
     }
 
+    #[inline]
     fn bucket_of(&self, key: QKey) -> Option<usize> {
         let k = match self.by {
             ShapeBy::Class => key.class as u32,
             ShapeBy::Vm => key.vm,
         };
-        self.buckets.iter().position(|b| b.key == k)
+        match self.index.get(k as usize) {
+            Some(&i) if i > 0 => Some(i as usize - 1),
+            _ => None,
+        }
     }
 
     pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
@@ -113,21 +139,41 @@ impl Shaper {
 
     pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
         match self.bucket_of(key) {
-            Some(i) => self.buckets[i].fifo.push(pkt),
+            Some(i) => {
+                self.buckets[i].fifo.push(pkt);
+                self.busy.insert(i);
+            }
             None => self.unshaped.push(pkt),
+        }
+    }
+
+    /// The positions to visit, in service order: buckets in listed order then the unshaped FIFO
+    /// (priority), or every position from `rr` on, cyclically (round-robin); empty buckets left out.
+    fn fill_order(&mut self) {
+        let order = &mut self.order;
+        order.clear();
+        if self.priority {
+            order.extend(self.busy.iter().map(|&b| b + 1));
+            order.push(0);
+            return;
+        }
+        let rr = self.rr;
+        if rr == 0 {
+            order.push(0);
+            order.extend(self.busy.iter().map(|&b| b + 1));
+        } else {
+            order.extend(self.busy.range(rr - 1..).map(|&b| b + 1));
+            order.push(0);
+            order.extend(self.busy.range(..rr - 1).map(|&b| b + 1));
         }
     }
 
     pub(crate) fn pop(&mut self, now: u64) -> Pop {
         let n = self.buckets.len() + 1;
         let mut wait: Option<u64> = None;
-        for i in 0..n {
-            // Priority: buckets 1..n in order, then the unshaped FIFO (0).
-            let q = if self.priority {
-                (i + 1) % n
-            } else {
-                (self.rr + i) % n
-            };
+        self.fill_order();
+        for k in 0..self.order.len() {
+            let q = self.order[k];
             if q == 0 {
                 if let Some(p) = self.unshaped.pop() {
                     self.rr = 1 % n;
@@ -141,6 +187,9 @@ impl Shaper {
                 Some(t) if t <= now => {
                     let p = b.fifo.pop().expect("a head packet");
                     b.tokens -= Bucket::need(p.size as u64);
+                    if b.fifo.is_empty() {
+                        self.busy.remove(&(q - 1));
+                    }
                     self.rr = (q + 1) % n;
                     return Pop::Packet(p);
                 }
@@ -155,11 +204,21 @@ impl Shaper {
     }
 
     pub(crate) fn bytes(&self) -> u64 {
-        self.unshaped.bytes() + self.buckets.iter().map(|b| b.fifo.bytes()).sum::<u64>()
+        self.unshaped.bytes()
+            + self
+                .busy
+                .iter()
+                .map(|&b| self.buckets[b].fifo.bytes())
+                .sum::<u64>()
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.unshaped.len() + self.buckets.iter().map(|b| b.fifo.len()).sum::<usize>()
+        self.unshaped.len()
+            + self
+                .busy
+                .iter()
+                .map(|&b| self.buckets[b].fifo.len())
+                .sum::<usize>()
     }
 }
 

@@ -40,6 +40,8 @@ pub(crate) struct NewFlow {
     pub(crate) same_path_as: Option<u32>,
     /// Constant bit rate (UDP-like) instead of TCP.
     pub(crate) cbr_bps: Option<u64>,
+    /// The `k`-th equal-cost path instead of an ECMP draw ([`crate::topo::Router::route`]).
+    pub(crate) path: Option<u32>,
 }
 
 fn nonzero(field: &str, v: u64) -> Result<()> {
@@ -292,7 +294,9 @@ impl Simulation {
             events: 0,
             flow_cc: Vec::new(),
             conns: Default::default(),
+            peer_buf: Vec::new(),
         };
+        let mut index: HashMap<&str, u32> = HashMap::new();
         for (i, fc) in sc.flows.iter().enumerate() {
             let f = format!("flows[{i}]");
             let src = host_of(&sim.net, &fc.src, format!("{f}.src"))?;
@@ -359,29 +363,37 @@ impl Simulation {
                     Some(sim.flow_cc.len() as u32 - 1)
                 }
             };
-            let same_path_as = match &fc.same_path_as {
-                None => None,
-                Some(other) => {
-                    let j = sim
-                        .flows
-                        .iter()
-                        .position(|x| &x.info.id == other)
-                        .ok_or_else(|| {
-                            EngineError::invalid(
-                                format!("{f}.same_path_as"),
-                                format!("no earlier flow '{other}'"),
-                            )
-                        })?;
-                    let o = &sim.flows[j].info;
-                    if (o.src, o.dst) != (src, dst) {
-                        return Err(EngineError::invalid(
-                            format!("{f}.same_path_as"),
-                            format!("flow '{other}' has other endpoints"),
-                        ));
-                    }
-                    Some(j as u32)
+            let earlier = |key: &str, other: &Option<String>| -> Result<Option<u32>> {
+                let Some(other) = other else {
+                    return Ok(None);
+                };
+                let j = *index.get(other.as_str()).ok_or_else(|| {
+                    EngineError::invalid(format!("{f}.{key}"), format!("no earlier flow '{other}'"))
+                })?;
+                let o = &sim.flows[j as usize].info;
+                if (o.src, o.dst) != (src, dst) {
+                    return Err(EngineError::invalid(
+                        format!("{f}.{key}"),
+                        format!("flow '{other}' has other endpoints"),
+                    ));
                 }
+                Ok(Some(j))
             };
+            let same_path_as = earlier("same_path_as", &fc.same_path_as)?;
+            if fc.path.is_some() && same_path_as.is_some() {
+                return Err(EngineError::invalid(
+                    format!("{f}.path"),
+                    "a flow takes either path or same_path_as",
+                ));
+            }
+            if let Some(t) = fc.stop_ns {
+                if t < fc.start_ns {
+                    return Err(EngineError::invalid(
+                        format!("{f}.stop_ns"),
+                        "must not be before start_ns",
+                    ));
+                }
+            }
             let nf = NewFlow {
                 id: fc.id.clone(),
                 label: fc.label.clone(),
@@ -397,8 +409,13 @@ impl Simulation {
                 cc,
                 same_path_as,
                 cbr_bps: fc.cbr_bps,
+                path: fc.path,
             };
             let idx = sim.add_flow(nf, &f)?;
+            index.insert(fc.id.as_str(), idx);
+            if let Some(t) = fc.stop_ns {
+                sim.q.schedule(Ps::from_ns(t).0, Ev::Stop { flow: idx });
+            }
             sim.q
                 .schedule(Ps::from_ns(fc.start_ns).0, Ev::FlowStart { flow: idx });
             for (j, c) in fc.changes.iter().enumerate() {
@@ -411,7 +428,7 @@ impl Simulation {
                 );
             }
         }
-        sim.add_connections(&sc.connections, reg)?;
+        sim.add_connections(&sc.connections, &sc.flows, reg)?;
         for (i, a) in sc.arrivals.iter().enumerate() {
             let (g, first) =
                 ArrivalGen::new(i, a, sc.seed, &sim.net, &sc.topology, sim.hosts.len())?;
@@ -446,11 +463,11 @@ impl Simulation {
             None => {
                 let route_data = self
                     .router
-                    .route(&self.net, nf.src, nf.dst, hash)
+                    .route(&self.net, nf.src, nf.dst, hash, nf.path)
                     .ok_or_else(no_path)?;
                 let route_ack = self
                     .router
-                    .route(&self.net, nf.dst, nf.src, hash)
+                    .route(&self.net, nf.dst, nf.src, hash, nf.path)
                     .ok_or_else(no_path)?;
                 let data_at = self.routes.len();
                 if data_at + route_data.len() + route_ack.len() + 2 >= ROUTE_END as usize {

@@ -3,12 +3,13 @@
 //! subflow's events (data handed out after ACKs, starts, timeouts and NIC room; data delivered to the
 //! reorder buffer; the connection's completion finishing its subflows).
 use super::Simulation;
-use crate::config::{ConnCfg, SubflowCfg};
+use crate::cc::PeerWindow;
+use crate::config::{ConnCfg, FlowCfg, SubflowCfg};
 use crate::error::{EngineError, Result};
 use crate::event::Ev;
 use crate::net::channel::Channel;
 use crate::net::ROUTE_END;
-use crate::transport::conn::{ConnSpec, Connection, RcvBuf, MAX_SUBFLOWS};
+use crate::transport::conn::{peer_window, ConnSpec, Connection, RcvBuf, MAX_SUBFLOWS};
 use crate::transport::{Ctx, Flow};
 use crate::units::{Bps, Ps};
 use crate::Registry;
@@ -39,9 +40,36 @@ pub(crate) fn push_of(conns: &mut Conns, flows: &mut [Flow], cx: &mut Ctx<'_>, f
     }
 }
 
+/// A subflow's retransmission timeout: its connection queues its unacknowledged data for the others.
+#[inline]
+pub(crate) fn reinject_of(conns: &mut Conns, flows: &[Flow], flow: u32) {
+    let f = &flows[flow as usize];
+    if let Some(c) = f.sub.as_ref().map(|m| m.conn) {
+        conns.list[c as usize].on_subflow_rto(f);
+    }
+}
+
+/// Fills `out` with the windows of the other subflows of `flow`'s connection (cleared if none).
+#[inline]
+pub(crate) fn collect_peers(conns: &Conns, flows: &[Flow], flow: u32, out: &mut Vec<PeerWindow>) {
+    out.clear();
+    if let Some(c) = flows[flow as usize].sub.as_ref().map(|m| m.conn) {
+        for &m in &conns.list[c as usize].subs {
+            if m != flow {
+                out.push(peer_window(&flows[m as usize]));
+            }
+        }
+    }
+}
+
 impl Simulation {
     /// Builds the scenario's connections over its fixed flows (errors name the field).
-    pub(crate) fn add_connections(&mut self, cfgs: &[ConnCfg], reg: &Registry) -> Result<()> {
+    pub(crate) fn add_connections(
+        &mut self,
+        cfgs: &[ConnCfg],
+        flow_cfgs: &[FlowCfg],
+        reg: &Registry,
+    ) -> Result<()> {
         for (i, c) in cfgs.iter().enumerate() {
             let f = format!("connections[{i}]");
             if self.conns.list.iter().any(|x| x.id == c.id) {
@@ -79,9 +107,20 @@ impl Simulation {
             let make = reg.scheduler_maker(&format!("{f}.scheduler"), &c.scheduler)?;
             let mut subs = Vec::new();
             for (j, s) in c.subflows.iter().enumerate() {
-                subs.push(self.subflow_of(&format!("{f}.subflows[{j}]"), s, &subs)?);
+                subs.push(self.subflow_of(&format!("{f}.subflows[{j}]"), s, &subs, flow_cfgs)?);
             }
             let idx = self.conns.list.len() as u32;
+            if let Some(t) = c.stop_ns {
+                let start = self.flows[subs[0] as usize].info.start;
+                if Ps::from_ns(t).0 < start {
+                    return Err(EngineError::invalid(
+                        format!("{f}.stop_ns"),
+                        "must not be before its first subflow's start_ns",
+                    ));
+                }
+                self.q
+                    .schedule(Ps::from_ns(t).0, Ev::ConnStop { conn: idx });
+            }
             let rcvbuf = RcvBuf {
                 bytes: c.receive_buffer_bytes,
                 beta: c.dynamic_beta,
@@ -106,7 +145,13 @@ impl Simulation {
     }
 
     /// The flow index of a connection's subflow entry, checked.
-    fn subflow_of(&self, f: &str, s: &SubflowCfg, taken: &[u32]) -> Result<u32> {
+    fn subflow_of(
+        &self,
+        f: &str,
+        s: &SubflowCfg,
+        taken: &[u32],
+        flow_cfgs: &[FlowCfg],
+    ) -> Result<u32> {
         let field = format!("{f}.flow");
         let idx = self
             .flows
@@ -125,6 +170,18 @@ impl Simulation {
             return Err(EngineError::invalid(
                 &field,
                 format!("flow '{}' is constant-bit-rate, not TCP", s.flow),
+            ));
+        }
+        if flow_cfgs
+            .get(idx as usize)
+            .is_some_and(|x| x.stop_ns.is_some())
+        {
+            return Err(EngineError::invalid(
+                &field,
+                format!(
+                    "flow '{}' must have stop_ns null (the connection has the stop time)",
+                    s.flow
+                ),
             ));
         }
         if fl.info.size.is_some() {
@@ -231,10 +288,23 @@ impl Simulation {
     /// Data-level delivery of `dsn` of connection `c`; its completion finishes its subflows.
     pub(crate) fn conn_deliver(&mut self, c: u32, dsn: u64) {
         let now = self.q.now;
-        let conn = &mut self.conns.list[c as usize];
-        if !conn.deliver(dsn, now) {
-            return;
+        if self.conns.list[c as usize].deliver(dsn, now) {
+            self.conn_finished(c);
         }
+    }
+
+    /// [`Ev::ConnStop`]: connection `c` hands out no new data; complete if all was delivered.
+    pub(crate) fn conn_stop(&mut self, c: u32) {
+        let (now, mss) = (self.q.now, self.p.mss);
+        if self.conns.list[c as usize].stop(&mut self.flows, now, mss) {
+            self.conn_finished(c);
+        }
+    }
+
+    /// Connection `c` completed: its subflows finish with it.
+    fn conn_finished(&mut self, c: u32) {
+        let now = self.q.now;
+        let conn = &self.conns.list[c as usize];
         for &fl in &conn.subs {
             let f = &mut self.flows[fl as usize];
             if f.info.finished.is_none() {

@@ -8,7 +8,7 @@
 //! is a slice of channel indices precomputed per flow.
 mod build;
 
-use crate::cc::{CcMaker, Policy};
+use crate::cc::{CcMaker, PeerWindow, Policy};
 use crate::error::{EngineError, Result};
 use crate::event::{Entry, Ev, EventQueue};
 use crate::metrics::{output, OutputParts, Sampler};
@@ -65,6 +65,8 @@ pub struct Simulation {
     flow_cc: Vec<CcMaker>,
     /// Multipath connections over some of the flows, and their subflows' delay lines.
     conns: conn::Conns,
+    /// At an ACK of a subflow: the windows of its connection's other subflows (coupled controllers).
+    peer_buf: Vec<PeerWindow>,
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
@@ -110,6 +112,7 @@ macro_rules! ctx {
                 routes: &$s.routes,
                 nic_turn: &mut $s.nic_turn,
                 finished: &mut $s.finished,
+                peers: &$s.peer_buf,
             },
         )
     };
@@ -257,7 +260,11 @@ impl Simulation {
             Ev::FlowStart { flow } => self.start_flow(flow),
             Ev::Rto { flow } => {
                 let (flows, mut cx) = ctx!(self);
+                let before = flows[flow as usize].snd.timeouts;
                 flows[flow as usize].rto_fire(flow, &mut cx);
+                if flows[flow as usize].snd.timeouts != before {
+                    conn::reinject_of(&mut self.conns, flows, flow);
+                }
                 conn::push_of(&mut self.conns, flows, &mut cx, flow);
             }
             Ev::DelAck { flow, gen } => {
@@ -278,6 +285,11 @@ impl Simulation {
                 flows[flow as usize].cbr_send(flow, &mut cx);
             }
             Ev::DelayStep { line, idx } => self.delay_step(line, idx),
+            Ev::Stop { flow } => {
+                let (flows, mut cx) = ctx!(self);
+                flows[flow as usize].stop(flow, &mut cx);
+            }
+            Ev::ConnStop { conn } => self.conn_stop(conn),
         }
         self.settle_finished();
     }
@@ -297,6 +309,11 @@ impl Simulation {
             return;
         }
         self.stats.in_flight -= 1;
+        if pkt.is_ack && self.flows[pkt.flow as usize].sub.is_some() {
+            conn::collect_peers(&self.conns, &self.flows, pkt.flow, &mut self.peer_buf);
+        } else {
+            self.peer_buf.clear();
+        }
         let (flows, mut cx) = ctx!(self);
         let f = &mut flows[pkt.flow as usize];
         if pkt.is_ack {
@@ -469,6 +486,7 @@ impl Simulation {
             cc: None,
             same_path_as: None,
             cbr_bps: None,
+            path: None,
         };
         // Routes exist for every host pair of a connected topology; a failure here is skipped silently
         // only if the topology is disconnected, which the fixed flows would already have revealed.

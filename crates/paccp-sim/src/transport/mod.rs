@@ -32,7 +32,7 @@ pub(crate) mod sack_recovery;
 pub(crate) mod sender;
 
 use self::prr::{Prr, RenoSacks};
-use crate::cc::{AnyController, Policy, Window};
+use crate::cc::{AnyController, PeerWindow, Policy, Window};
 use crate::config::ChangeCfg;
 use crate::event::{Ev, EventQueue};
 use crate::net::channel::Channel;
@@ -72,6 +72,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) nic_turn: &'a mut Option<u32>,
     /// Flows that finished during this handler (the simulation updates their VMs afterwards).
     pub(crate) finished: &'a mut Vec<u32>,
+    /// At an ACK of a subflow: the windows of its connection's other subflows ([`conn`]), else empty.
+    pub(crate) peers: &'a [PeerWindow],
 }
 
 impl Ctx<'_> {

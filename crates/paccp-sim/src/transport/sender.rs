@@ -194,6 +194,25 @@ impl Flow {
         }
     }
 
+    /// `stop_ns` of a single-path flow: no new data from now on (what was sent is still delivered;
+    /// a connection's stop is its connection's, [`super::conn::Connection::stop`]).
+    pub(crate) fn stop(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        if self.info.finished.is_some() || self.sub.is_some() {
+            return;
+        }
+        let s = &mut self.snd;
+        let sent = s.high_tx.max(s.snd_nxt);
+        if sent < s.nsegs {
+            s.nsegs = sent;
+            s.last_payload = cx.p.mss as u32;
+        }
+        if self.snd.snd_una >= self.snd.nsegs {
+            self.info.finished = Some(cx.now());
+            self.snd.rtt.rto_deadline = 0;
+            cx.finish(idx);
+        }
+    }
+
     /// The timer event: re-scheduled if the deadline moved, else a timeout (RFC 6298 section 5).
     pub(crate) fn rto_fire(&mut self, idx: u32, cx: &mut Ctx<'_>) {
         let now = cx.now();
@@ -285,26 +304,22 @@ impl Flow {
                     retransmit = true;
                 }
             } else {
-                let ctx = self.cc_ctx(now, p.mss);
+                let ctx = CcCtx {
+                    peers: cx.peers,
+                    ..self.cc_ctx(now, p.mss)
+                };
                 let s = &mut self.snd;
                 s.cc.on_ack(&mut s.win, newly, &ctx);
             }
-            let s = &mut self.snd;
-            // NewReno with PRR outside recovery: duplicate ACKs still counted after this cumulative ACK
-            // reported segments above the new `snd_una` delivered, so it is missing: retransmit it now
-            // (ns-3's Reno SACK scoreboard does the same). A segment lost during a recovery is repaired
-            // when the recovery ends instead of after an RTO.
-            if p.prr && !sack && !s.in_recovery && s.reno.dup > 0 && s.snd_una < s.snd_nxt {
-                retransmit = true;
-            }
-            s.dupacks = 0;
+            self.snd.dupacks = 0;
             // A connection's subflow ends with its connection, not when its granted data is acknowledged.
-            if s.snd_una >= s.nsegs && self.sub.is_none() {
+            if self.snd.snd_una >= self.snd.nsegs && self.sub.is_none() {
                 self.info.finished = Some(now);
-                s.rtt.rto_deadline = 0;
+                self.snd.rtt.rto_deadline = 0;
                 cx.finish(idx);
                 return;
             }
+            let s = &mut self.snd;
             if s.snd_nxt > s.snd_una {
                 self.arm_rto(idx, cx);
             } else {

@@ -22,6 +22,14 @@
 //!   picked subflow (**penalisation**); and if the picked subflow does not carry that DSN and a holder
 //!   has cwnd <= 4 or an srtt above 4x the picked one's, the DSN is sent again on the picked subflow
 //!   (**opportunistic reinjection**).
+//! - **Reinjection on a subflow's retransmission timeout** (Linux MPTCP's `mptcp_reinject_data`):
+//!   the DSNs the timed-out subflow carries and that no subflow has had acknowledged are queued for
+//!   the other subflows; a push hands a queued DSN to the scheduler's pick before new data if the pick
+//!   does not carry it already (the timed-out subflow still retransmits its own copies).
+//! - **Stop** (`stop_ns`): the stream ends at the data handed out so far; the connection completes
+//!   once that is delivered.
+//! - A coupled controller (LIA, OLIA) of a subflow sees the other subflows' windows at each ACK
+//!   ([`peer_window`], [`crate::cc::CcCtx::peers`]).
 //! - The receiver side reorders: a DSN reaching its subflow's receiver for the first time is delivered
 //!   to the connection's reorder buffer (the DSN is read from the sender's mapping, standing in for the
 //!   DSS option a real segment carries); the connection completes when every byte has been delivered
@@ -30,6 +38,7 @@ pub mod sched;
 
 use self::sched::{SubflowScheduler, SubflowView};
 use super::{Ctx, Flow};
+use crate::cc::{Controller, PeerWindow};
 use crate::sack::Ranges;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -103,6 +112,9 @@ struct ConnStats {
     window_blocked: u64,
     penalisations: u64,
     reinjections: u64,
+    /// DSNs queued again after a subflow's retransmission timeout, and those sent on another subflow.
+    rto_queued: u64,
+    rto_reinjections: u64,
     /// Largest out-of-order data held at the receiver (segments).
     max_ooo_segs: u64,
     /// Largest receive window used (segments).
@@ -124,8 +136,13 @@ pub(crate) struct Connection {
     // Sender.
     dsn_nxt: u64,
     data_una: u64,
-    /// DSNs `data_una..dsn_nxt`: the mask of subflows carrying each, and whether it was acknowledged.
-    out: VecDeque<(u32, bool)>,
+    /// DSNs `data_una..dsn_nxt`: the mask of subflows carrying each, whether it was acknowledged, and
+    /// whether it waits in `reinject`.
+    out: VecDeque<(u32, bool, bool)>,
+    /// DSNs to send again on another subflow (a subflow's retransmission timeout), oldest first.
+    reinject: VecDeque<u64>,
+    /// The stream was cut short by `stop` (`size` no longer its length).
+    stopped: bool,
     /// Per subflow position: when it last penalised the others (ps; `None`: never).
     last_penal: Vec<Option<u64>>,
     // Receiver.
@@ -178,6 +195,8 @@ impl Connection {
             dsn_nxt: 0,
             data_una: 0,
             out: VecDeque::new(),
+            reinject: VecDeque::new(),
+            stopped: false,
             last_penal: vec![None; n],
             rcv_nxt: 0,
             ooo: Ranges::default(),
@@ -253,7 +272,11 @@ impl Connection {
             return;
         }
         let mut tried = 0u32;
-        while self.dsn_nxt < self.total {
+        loop {
+            self.drop_stale_reinjects();
+            if self.reinject.is_empty() && self.dsn_nxt >= self.total {
+                break;
+            }
             self.views.clear();
             for (k, &fl) in self.subs.iter().enumerate() {
                 let v = Self::view(&flows[fl as usize], k, tried & (1 << k) != 0);
@@ -264,6 +287,25 @@ impl Connection {
             };
             if !self.views.get(k).is_some_and(|v| v.available) {
                 break; // a scheduler that picks an unavailable subflow sends nothing
+            }
+            if !self.reinject.is_empty() {
+                if let Some(i) = self.reinject_for(k) {
+                    let dsn = self.reinject[i];
+                    if self.grant(k, dsn, flows, cx) {
+                        self.reinject.remove(i);
+                        let e = &mut self.out[(dsn - self.data_una) as usize];
+                        e.0 |= 1 << k;
+                        e.2 = false;
+                        self.stats.rto_reinjections += 1;
+                    } else {
+                        tried |= 1 << k;
+                    }
+                    continue;
+                }
+                if self.dsn_nxt >= self.total {
+                    tried |= 1 << k; // it carries every queued DSN: let another subflow take them
+                    continue;
+                }
             }
             let wnd = self.rwnd_segs(flows, cx.p.mss);
             self.stats.max_rwnd_segs = self.stats.max_rwnd_segs.max(wnd);
@@ -277,16 +319,95 @@ impl Connection {
             let dsn = self.dsn_nxt;
             if self.grant(k, dsn, flows, cx) {
                 self.dsn_nxt += 1;
-                self.out.push_back((1 << k, false));
+                self.out.push_back((1 << k, false, false));
             } else {
                 tried |= 1 << k;
             }
         }
     }
 
+    /// Forgets queued reinjections that were acknowledged meanwhile (at the front).
+    fn drop_stale_reinjects(&mut self) {
+        while let Some(&d) = self.reinject.front() {
+            let gone = d < self.data_una
+                || self
+                    .out
+                    .get((d - self.data_una) as usize)
+                    .is_none_or(|e| e.1);
+            if !gone {
+                break;
+            }
+            self.reinject.pop_front();
+            if let Some(e) = d
+                .checked_sub(self.data_una)
+                .and_then(|i| self.out.get_mut(i as usize))
+            {
+                e.2 = false;
+            }
+        }
+    }
+
+    /// The oldest queued reinjection not yet acknowledged that subflow `k` does not carry.
+    fn reinject_for(&self, k: usize) -> Option<usize> {
+        self.reinject.iter().position(|&d| {
+            d >= self.data_una
+                && self
+                    .out
+                    .get((d - self.data_una) as usize)
+                    .is_some_and(|e| !e.1 && e.0 & (1 << k) == 0)
+        })
+    }
+
+    /// Subflow `flow` had a retransmission timeout: the DSNs it carries that are not acknowledged
+    /// are queued for the other subflows (module doc).
+    pub(crate) fn on_subflow_rto(&mut self, flow: &Flow) {
+        let Some(m) = flow.sub.as_ref() else {
+            return;
+        };
+        if self.finished.is_some() {
+            return;
+        }
+        for seg in flow.snd.snd_una..flow.snd.nsegs {
+            let Some(d) = m.dsn(seg) else { continue };
+            let Some(e) = d
+                .checked_sub(self.data_una)
+                .and_then(|i| self.out.get_mut(i as usize))
+            else {
+                continue;
+            };
+            if !e.1 && !e.2 {
+                e.2 = true;
+                self.reinject.push_back(d);
+                self.stats.rto_queued += 1;
+            }
+        }
+    }
+
+    /// `stop_ns`: the stream ends at the data handed out so far. Returns true if it is now complete.
+    pub(crate) fn stop(&mut self, flows: &mut [Flow], now: u64, mss: u64) -> bool {
+        if self.finished.is_some() {
+            return false;
+        }
+        if self.dsn_nxt < self.total {
+            self.total = self.dsn_nxt;
+            self.stopped = true;
+            for &fl in &self.subs {
+                if let Some(m) = flows[fl as usize].sub.as_mut() {
+                    m.last_dsn = self.total.saturating_sub(1);
+                    m.last_payload = mss as u32;
+                }
+            }
+        }
+        if self.rcv_nxt >= self.total {
+            self.finished = Some(now);
+            return true;
+        }
+        false
+    }
+
     /// Linux's `mptcp_rcv_buf_optimization` for the picked subflow `k` (module doc).
     fn rcv_buf_optimization(&mut self, k: usize, flows: &mut [Flow], cx: &mut Ctx<'_>) {
-        let Some(&(mask, _)) = self.out.front() else {
+        let Some(&(mask, _, _)) = self.out.front() else {
             return;
         };
         let now = cx.now();
@@ -383,7 +504,7 @@ impl Connection {
     /// Bytes delivered in order to the application.
     pub(crate) fn bytes_delivered(&self, mss: u64) -> u64 {
         match self.size {
-            Some(s) if self.rcv_nxt >= self.total => s,
+            Some(s) if self.rcv_nxt >= self.total && !self.stopped => s,
             _ => self.rcv_nxt * mss,
         }
     }
@@ -409,7 +530,19 @@ pub(crate) fn output(
         "window_blocked": col(&|c| json!(c.stats.window_blocked)),
         "penalisations": col(&|c| json!(c.stats.penalisations)),
         "reinjections": col(&|c| json!(c.stats.reinjections)),
+        "rto_queued": col(&|c| json!(c.stats.rto_queued)),
+        "rto_reinjections": col(&|c| json!(c.stats.rto_reinjections)),
         "max_ooo_bytes": col(&|c| json!(c.stats.max_ooo_segs * mss)),
         "max_rwnd_bytes": col(&|c| json!(c.stats.max_rwnd_segs * mss)),
     }))
+}
+
+/// What the other subflows of its connection see of a subflow (coupled controllers).
+#[inline]
+pub(crate) fn peer_window(f: &Flow) -> PeerWindow {
+    PeerWindow {
+        cwnd: f.snd.win.cwnd,
+        srtt_ns: f.snd.rtt.srtt(),
+        loss_interval: f.snd.cc.loss_interval(),
+    }
 }
