@@ -265,13 +265,8 @@ impl Flow {
                 if ack >= s.recover {
                     s.in_recovery = false;
                     s.inflate = 0;
+                    s.reno = RenoSacks::default();
                     s.win.cwnd = s.win.ssthresh;
-                    if p.prr && !sack {
-                        // Duplicate ACKs this ACK does not account for stay counted (see below).
-                        s.reno.head_lost = false;
-                    } else {
-                        s.reno = RenoSacks::default();
-                    }
                 } else if !sack && p.prr {
                     // RFC 6582 step 3 (as ns-3): a partial ACK retransmits the new first unacknowledged
                     // segment at once (counted in PRR's prr_out); PRR bounds the new data.
@@ -290,13 +285,6 @@ impl Flow {
                 s.cc.on_ack(&mut s.win, newly, &ctx);
             }
             let s = &mut self.snd;
-            // NewReno with PRR outside recovery: duplicate ACKs still counted after this cumulative ACK
-            // reported segments above the new `snd_una` delivered, so it is missing: retransmit it now
-            // (ns-3's Reno SACK scoreboard does the same). A segment lost during a recovery is repaired
-            // when the recovery ends instead of after an RTO.
-            if p.prr && !sack && !s.in_recovery && s.reno.dup > 0 && s.snd_una < s.snd_nxt {
-                retransmit = true;
-            }
             s.dupacks = 0;
             // A connection's subflow ends with its connection, not when its granted data is acknowledged.
             if s.snd_una >= s.nsegs && self.sub.is_none() {
