@@ -284,13 +284,8 @@ impl Flow {
                 if ack >= s.recover {
                     s.in_recovery = false;
                     s.inflate = 0;
+                    s.reno = RenoSacks::default();
                     s.win.cwnd = s.win.ssthresh;
-                    if p.prr && !sack {
-                        // Duplicate ACKs this ACK does not account for stay counted (see below).
-                        s.reno.head_lost = false;
-                    } else {
-                        s.reno = RenoSacks::default();
-                    }
                 } else if !sack && p.prr {
                     // RFC 6582 step 3 (as ns-3): a partial ACK retransmits the new first unacknowledged
                     // segment at once (counted in PRR's prr_out); PRR bounds the new data.
