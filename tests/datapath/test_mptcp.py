@@ -166,7 +166,9 @@ def test_softbw_short_flows(softbw_loaded: None, tmp_path: Path) -> None:
 
     s = softbw_short.exp_short(RATE, 2, tmp_path, size=50_000, sim_s=None)
     fct = s["fct"]
-    assert all(fct[k]["n"] >= 3 for k in softbw_short.SCHEMES), fct
+    # FIFO's short flows wait seconds behind the bulk VMs, so only one or two may finish in the window.
+    assert fct["softbw"]["n"] >= 3 and fct["ratelimit"]["n"] >= 3 and fct["fifo"]["n"] >= 1, fct
+    assert fct["fifo"]["mean_ms"] > fct["softbw"]["mean_ms"], fct
     assert fct["softbw"]["mean_ms"] * 1.5 < fct["ratelimit"]["mean_ms"], fct
     assert 0 < s["runs"]["ratelimit"]["limiter_interval_ms"] < 200, s["runs"]["ratelimit"]  # it did update
     assert all(s["runs"][k]["link"]["utilisation"] > 0.85 for k in ("softbw", "fifo")), s["runs"]
