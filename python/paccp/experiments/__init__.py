@@ -12,6 +12,13 @@ from pathlib import Path
 from typing import Any
 
 
+def check(statement: str, paper: Any, ours: Any, holds: bool | None) -> dict[str, Any]:
+    """One row of an experiment's ``summary.json`` ``checks``: a claim of the paper, the paper's figure,
+    ours, and whether the claim holds here (``None``: it could not be judged in this run)."""
+    verdict = None if holds is None else bool(holds)
+    return {"statement": statement, "paper": paper, "ours": ours, "holds": verdict}
+
+
 @dataclass(frozen=True)
 class ExperimentOptions:
     """Options shared by every experiment run from ``paccp reproduce``."""

@@ -10,14 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from paccp.experiments import check
+
 BG_TOLERANCE = 0.05  # mptcp-bg: each BG subflow within 5 % of its guarantee
 SHARE_TOLERANCE = 0.15  # table3 / fair: WC shares within 15 % of the target
 PAPER_RANKING = ("ours", "wc_only", "free_competition", "bg_only")  # mptcp-clos, best first
-
-
-def check(statement: str, paper: Any, ours: Any, holds: bool) -> dict[str, Any]:
-    """One row of ``summary.json``'s checks."""
-    return {"statement": statement, "paper": paper, "ours": ours, "holds": bool(holds)}
 
 
 def checks_bg(

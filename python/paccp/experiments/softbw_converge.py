@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from paccp.experiments import Experiment, ExperimentOptions, register
+from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.experiments.softbw_short import nonblocking, scheme_spec
 from paccp.scenario import parse_scenario, to_engine
 
@@ -155,10 +155,6 @@ def plot(series: list[dict[str, Any]], out: Path) -> Path:
     return path
 
 
-def _check(statement: str, paper: str, ours: str, holds: bool) -> dict[str, Any]:
-    return {"statement": statement, "paper": paper, "ours": ours, "holds": holds}
-
-
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Every (scheme, traffic) point; convergence after each join and leave; checks against ~20 ms."""
     from paccp.experiments.workload import print_table, write_table
@@ -209,7 +205,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
         )
         if p["scheme"] == "softbw":
             checks.append(
-                _check(
+                check(
                     f"SoftBW {p['traffic'].upper()}: every join and leave converges within about 20 ms "
                     "(we accept <= 2x, 40 ms)",
                     f"~{PAPER_MS:.0f} ms",
@@ -219,7 +215,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
             )
         else:
             checks.append(
-                _check(
+                check(
                     f"ElasticSwitch-style {p['traffic'].upper()}: slowest convergence above SoftBW's "
                     "(slides: limiters updated every ~50 ms; an epoch's length = never converged)",
                     "slower than SoftBW",

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from paccp.experiments import Experiment, ExperimentOptions, register
+from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.softbw.model import DYNAMIC, STRICT, DemandModel, analytic_failure, simulate
 
 EXP_ID = "softbw-oc"
@@ -155,10 +155,6 @@ def _pct(x: float | None, digits: int = 2) -> str:
     return "n/a" if x is None else f"{100 * x:.{digits}f} %"
 
 
-def _check(statement: str, paper: str, ours: str, holds: bool | None) -> dict[str, Any]:
-    return {"statement": statement, "paper": paper, "ours": ours, "holds": holds}
-
-
 def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The slides' statements next to ours; ``holds`` None marks an input or a reading, not a test."""
     get = {(r["model"], r["overcommit"], r["kind"]): r for r in rows}
@@ -166,7 +162,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
     for m in MODELS:
         s1, s4, d4 = get[(m, 1, "strict")], get[(m, 4, "strict")], get[(m, 4, "dynamic")]
         out.append(
-            _check(
+            check(
                 f"[{m}] utilisation at 1x (input: mean demand {RHO} B)",
                 _pct(PAPER["util_1x"], 1),
                 _pct(s1["utilisation"], 1),
@@ -174,7 +170,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
             )
         )
         out.append(
-            _check(
+            check(
                 f"[{m}] utilisation at 4x within 10 % of the slides",
                 _pct(PAPER["util_4x"], 1),
                 _pct(s4["utilisation"], 1),
@@ -182,7 +178,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
             )
         )
         out.append(
-            _check(
+            check(
                 f"[{m}] strict at 4x: share of VMs with at least one failed interval, "
                 "within 25 % of the slides",
                 f"{_pct(PAPER['strict_vm_fail_4x'], 1)} (91.7 % never fail)",
@@ -191,7 +187,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
             )
         )
         out.append(
-            _check(
+            check(
                 f"[{m}] strict at 4x: failed seconds per VM, 99.9th percentile and worst "
                 f"(of {s4['intervals']} s)",
                 "< 5 s; worst 10 s",
@@ -200,7 +196,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
             )
         )
         out.append(
-            _check(
+            check(
                 f"[{m}] dynamic at 4x: late jobs, within 25 % of the slides",
                 f"{_pct(PAPER['dynamic_late_4x'])} (98.4 % in time)",
                 f"{_pct(d4['late'])} of {d4['jobs']:.0f} jobs",
@@ -208,7 +204,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
             )
         )
         out.append(
-            _check(
+            check(
                 f"[{m}] dynamic at 4x: jobs done within 1.4x the deadline; worst",
                 "99.9 %; worst 2x",
                 f"{_pct(d4['within_1_4x'])}; worst {d4['worst_ratio']:.2f}x",
@@ -216,7 +212,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
             )
         )
         out.append(
-            _check(
+            check(
                 f"[{m}] at 4x dynamic guarantees fail less often than strict ones (slides' measures: late "
                 "jobs vs VMs with a failed interval; per VM too)",
                 "1.55 % vs 8.3 %",
@@ -226,7 +222,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
             )
         )
         out.append(
-            _check(
+            check(
                 f"[{m}] utilisation gain 4x over 1x at least 3.5",
                 "3.9x",
                 f"{s4['utilisation'] / s1['utilisation']:.2f}x",
@@ -236,7 +232,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
     checked = [g for g in grid if g["checked"]]
     worst = max(checked, key=lambda g: abs(g["rel_error"])) if checked else None
     out.append(
-        _check(
+        check(
             "simulated overload probability within 10 % of the analytic P_n (exponential demands; "
             f"{len(checked)} grid points with >= {MIN_EXPECTED:.0f} expected events)",
             "P_n = e^{-aC} sum (aC)^(i-1)/(i-1)!",
@@ -248,7 +244,7 @@ def make_checks(rows: list[dict[str, Any]], grid: list[dict[str, Any]]) -> list[
     )
     p = next(g for g in grid if g["rho"] == 0.1 and g["overcommit"] == 4)
     out.append(
-        _check(
+        check(
             "utilisation 10 % of guarantees, 4x: failure probability below 5 % (analytic; simulated)",
             "< 5 %",
             f"{_pct(p['analytic'])}; {_pct(p['simulated'])}",

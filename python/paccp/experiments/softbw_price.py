@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from paccp.experiments import Experiment, ExperimentOptions, register
+from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.scenario import SoftBWCfg, check_softbw_host, epoch_ns
 from paccp.softbw.model import KINDS, simulate
 from paccp.softbw.records import VmMeta, cycle_rows, usage_records, write_cycles
@@ -220,10 +220,6 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     return summary
 
 
-def _check(statement: str, paper: str, ours: str, holds: bool | None) -> dict[str, Any]:
-    return {"statement": statement, "paper": paper, "ours": ours, "holds": holds}
-
-
 def make_checks(
     invoices: dict[str, Any],
     cons: dict[str, Any],
@@ -238,7 +234,7 @@ def make_checks(
         ex, rounded = exact[t]
         want = expect.get(t, 0.0)
         out.append(
-            _check(
+            check(
                 f"{t}: `paccp bill` invoice = the exact charge rounded once, and the exact charge = the "
                 "slides' formulas evaluated independently (floats) on the cycle table (relative 1e-6)",
                 "strict r(1+B/C)P0 (+ fair share above B), dynamic r(1+S/TC)P1, fair r(r/C)P1, BE free",
@@ -254,7 +250,7 @@ def make_checks(
         if ln["description"].startswith("dynamic, deadline missed")
     ]
     out.append(
-        _check(
+        check(
             "a dynamic job that missed its deadline is not charged",
             "not charged",
             f"{len(late)} late of {len(jobs)} jobs; their lines charge "
@@ -267,7 +263,7 @@ def make_checks(
         ln for inv in invoices.values() for ln in inv["lines"] if ln["description"].startswith("above B")
     ]
     out.append(
-        _check(
+        check(
             "traffic above a strict B is charged as fair share (its own line, x(x/C)P1)",
             "charged as fair share",
             f"{len(above)} cycles above B; {len(above_lines)} line(s), "
@@ -278,7 +274,7 @@ def make_checks(
     vms = cons["vms"]
     worse = [v for v in vms if v["perf_ratio"] < 0.999 and v["kind"] != "best_effort"]
     out.append(
-        _check(
+        check(
             "who gets less pays less: every VM that got less than it was owed pays less than full price",
             "price-performance consistency",
             ", ".join(f"{v['vm']} perf {v['perf_ratio']:.3f} price {v['price_ratio']:.3f}" for v in worse)
@@ -287,7 +283,7 @@ def make_checks(
         )
     )
     out.append(
-        _check(
+        check(
             "no VM pays more than it gets (price ratio <= perf ratio x 1.05)",
             "consistent",
             f"{sum(v['pays_more_than_gets'] for v in vms)} of {len(vms)} flagged",

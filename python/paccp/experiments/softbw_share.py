@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from paccp.experiments import Experiment, ExperimentOptions, register
+from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.scenario import parse_scenario, to_engine
 
 EXP_ID = "softbw-share"
@@ -127,10 +127,6 @@ def plot(points: list[dict[str, Any]], out: Path) -> Path:
     return path
 
 
-def _check(statement: str, paper: str, ours: str, holds: bool) -> dict[str, Any]:
-    return {"statement": statement, "paper": paper, "ours": ours, "holds": holds}
-
-
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """All points; summary with per-VM rates and fulfilments, checks against the slides."""
     from paccp.experiments.workload import print_table, write_table
@@ -164,7 +160,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
         get = {(p["vms"], p["scheme"]): p for p in points if p["fabric"] == fabric}
         two = get[(2, "softbw")]["rate_bps"]
         checks.append(
-            _check(
+            check(
                 f"[{fabric}] 2 VMs (1 and 3 flows): each gets at least 450 Mb/s with SoftBW (payload rate)",
                 ">= 450 each",
                 " / ".join(f"{r / 1e6:.0f}" for r in two) + " Mb/s",
@@ -174,7 +170,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
         f3 = get[(3, "softbw")]["fulfilment"]
         spread = max(f3) / min(f3) - 1 if min(f3) > 0 else float("inf")
         checks.append(
-            _check(
+            check(
                 f"[{fabric}] 3 VMs (1, 2, 4 flows): fulfilments within 5 % of each other with SoftBW",
                 "fair",
                 " / ".join(f"{x:.3f}" for x in f3) + f" (spread {spread:.1%})",
@@ -183,7 +179,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
         )
         es2 = get[(2, "elasticswitch")]["rate_bps"]
         checks.append(
-            _check(
+            check(
                 f"[{fabric}] 2 VMs: the ElasticSwitch-style limiters also give each at least 450 Mb/s",
                 "guarantees met (sufficient bandwidth)",
                 " / ".join(f"{r / 1e6:.0f}" for r in es2) + " Mb/s",
@@ -196,7 +192,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
             f"{sch} " + " / ".join(f"{r / 1e6:.0f}" for r in get[(3, sch)]["rate_bps"]) for sch in SCHEMES
         )
         checks.append(
-            _check(
+            check(
                 f"[{fabric}] 3 VMs (1, 2, 4 flows): ElasticSwitch-style limiters not fair (spread > 5 %)",
                 "ES fails to achieve fairness",
                 f"spread {es_spread:.1%} (Mb/s: {side})",
@@ -205,7 +201,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
         )
         be = get[(3, "best_effort")]["rate_bps"]
         checks.append(
-            _check(
+            check(
                 f"[{fabric}] 3 VMs best effort: rates follow flow counts (1:2:4)",
                 "not fair",
                 " / ".join(f"{r / 1e6:.0f}" for r in be) + " Mb/s",

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from paccp.experiments import Experiment, ExperimentOptions, register
+from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.scenario import parse_scenario, to_engine
 
 EXP_ID = "softbw-short"
@@ -155,10 +155,6 @@ def plot(points: list[dict[str, Any]], ratios: dict[str, list[float]], out: Path
     return path
 
 
-def _check(statement: str, paper: str, ours: str, holds: bool) -> dict[str, Any]:
-    return {"statement": statement, "paper": paper, "ours": ours, "holds": holds}
-
-
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """All (scheme, seed) points; FCT per size class; the ES/SoftBW ratio with its CI over seeds."""
     from paccp.experiments.workload import print_table, write_table
@@ -202,13 +198,13 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     m, lo, hi = ci["all"]
     per_size = ", ".join(f"{int(k) // 1000} kB {ci[k][0]:.2f}x" for k in ratios if k != "all")
     checks = [
-        _check(
+        check(
             f"short-flow FCT ratio elasticswitch / softbw (mean over {len(seeds)} seeds, 95 % CI)",
             f"{PAPER_RATIO[0]}-{PAPER_RATIO[1]}x",
             f"{m:.2f}x [{lo:.2f}, {hi:.2f}] ({per_size})",
             hi >= PAPER_RATIO[0] and lo <= PAPER_RATIO[1],
         ),
-        _check(
+        check(
             "short flows complete faster with SoftBW than with the rate limiters (CI above 1)",
             "faster",
             f"CI low {lo:.2f}x",
@@ -217,7 +213,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     ]
     unfinished = sum(p["unfinished"] for p in points)
     checks.append(
-        _check("every short flow completes within the run", "-", f"{unfinished} unfinished", unfinished == 0)
+        check("every short flow completes within the run", "-", f"{unfinished} unfinished", unfinished == 0)
     )
     summary = {
         "kind": "experiment",

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from paccp.cos import classify
-from paccp.experiments import Experiment, ExperimentOptions, register
+from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.metrics import SIZE_GROUPS, combine_seeds
 from paccp.outdir import write_text_atomic
 from paccp.sweep import Point, resolve, run_points
@@ -274,10 +274,6 @@ def _get(row: dict[str, Any], cos: str, metric: str, group: str = "overall") -> 
     return None if val is None else float(val)
 
 
-def _check(statement: str, paper: str, ours: str, holds: bool | None) -> dict[str, Any]:
-    return {"statement": statement, "paper": paper, "ours": ours, "holds": holds}
-
-
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
@@ -311,7 +307,7 @@ def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     for cos in ("ds", "mrg"):
         v = _get(top, cos, "fct_norm_to_be")
         out.append(
-            _check(
+            check(
                 f"{cos.upper()} overall FCT / BE at the highest load ({hl}) below 0.85",
                 paper_fct[cos],
                 _fmt(v),
@@ -326,10 +322,10 @@ def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
         v, cos, load, ci = w
         worst_all.append(v)
         where = f"max {v:.3f} ({cos.upper()} at {load:.0%}" + (f", 95 % CI +/- {ci:.2f})" if ci else ")")
-        out.append(_check(f"{g} flows: DS and MRG FCT below BE's at every load", "< 0.8", where, v < 1.0))
+        out.append(check(f"{g} flows: DS and MRG FCT below BE's at every load", "< 0.8", where, v < 1.0))
     if worst_all:
         out.append(
-            _check(
+            check(
                 "small and medium DS/MRG FCT below 0.8 of BE's at every load",
                 "< 0.8 at every load",
                 f"max {max(worst_all):.2f}",
@@ -338,7 +334,7 @@ def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
         )
     m, b = _get(top, "mrg", "deadline_meet_rate"), _get(top, "be", "deadline_meet_rate")
     out.append(
-        _check(
+        check(
             f"MRG deadline meet rate above BE's at {hl}",
             "MRG > 90 %, BE < 50 % at high load",
             f"MRG {_fmt(m)}, BE {_fmt(b)}",
@@ -346,12 +342,12 @@ def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
         )
     )
     out.append(
-        _check(f"MRG deadline meet rate >= 0.90 at {hl}", "> 90 %", _fmt(m), None if m is None else m >= 0.9)
+        check(f"MRG deadline meet rate >= 0.90 at {hl}", "> 90 %", _fmt(m), None if m is None else m >= 0.9)
     )
     if "datamining" in spec.workloads:
         sm = {c: _get(top, c, "deadline_meet_rate", "small") for c in ("mrg", "ds", "be")}
         out.append(
-            _check(
+            check(
                 f"DataMining small-flow meet rates MRG/DS/BE at {hl}",
                 "> 98 / 95 / 90 %",
                 " / ".join(_fmt(sm[c]) for c in ("mrg", "ds", "be")),
@@ -372,7 +368,7 @@ def checks_rcos(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (wl, load), m in sorted(by.items()):
         m1, m3 = m.get(1.0), m.get(3.0)
         out.append(
-            _check(
+            check(
                 f"{wl} {load:.0%}: MRG meet rate at rcos 3 >= at rcos 1",
                 "miss rate falls as rcos grows to 3",
                 f"{_fmt(m1)} -> {_fmt(m3)}",
@@ -383,7 +379,7 @@ def checks_rcos(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if m3 is not None and above:
             gain = max(above) - m3
             out.append(
-                _check(
+                check(
                     f"{wl} {load:.0%}: little gain above rcos 3 (< 0.02)",
                     "flattens above 3",
                     f"best above 3 minus at 3: {gain:+.3f}",
