@@ -401,22 +401,12 @@ pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
 mod tests {
     use super::*;
     use crate::config::BufCfg;
+    use crate::host::softbw::tests::vms;
     use crate::host::PerVm;
     use crate::net::qdisc::tests::pkt;
     use crate::net::qdisc::Pop;
     use crate::net::QKey;
     use serde_json::json;
-
-    fn vms(n: usize) -> Vec<VmInfo> {
-        (0..n)
-            .map(|i| VmInfo {
-                id: format!("vm{i}"),
-                host: 0,
-                theta_bps: 0,
-                omega: 1.0,
-            })
-            .collect()
-    }
 
     fn cfg(n_vms: usize, flows: &[u32]) -> Value {
         let g: serde_json::Map<String, Value> = (0..n_vms)

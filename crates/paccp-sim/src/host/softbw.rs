@@ -223,7 +223,7 @@ pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::BufCfg;
     use crate::host::PerVm;
@@ -232,7 +232,8 @@ mod tests {
     use crate::net::QKey;
     use serde_json::json;
 
-    fn vms(n: usize) -> Vec<VmInfo> {
+    /// `n` VMs on host 0 (a fixture shared with the other per-VM selectors' tests).
+    pub(crate) fn vms(n: usize) -> Vec<VmInfo> {
         (0..n)
             .map(|i| VmInfo {
                 id: format!("vm{i}"),
