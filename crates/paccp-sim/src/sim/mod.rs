@@ -127,6 +127,10 @@ impl Simulation {
         let step = (self.duration / 100).max(1);
         let mut next_report = step;
         let mut last_t = 0;
+        // A report at the start: with the one at the end, it brackets the event loop (a caller may time it).
+        if let Some(cb) = progress.as_mut() {
+            cb(0, total_ns).map_err(EngineError::Aborted)?;
+        }
         while let Some(&e) = self.q.peek() {
             if e.t > self.duration {
                 break;
