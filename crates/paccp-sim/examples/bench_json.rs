@@ -51,9 +51,9 @@ fn main() {
     let cpu = (c1 - c0) as f64 / 1e9;
     let wall = (w1 - w0).as_secs_f64();
     // FNV-1a of the output document: equal digests = identical outputs (for before/after checks).
-    let digest = out
-        .bytes()
-        .fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    let digest = out.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    });
     println!(
         "{{\"events\": {events}, \"loop_cpu_s\": {cpu:.4}, \"loop_wall_s\": {wall:.4}, \"events_per_cpu_s\": {:.0}, \"output_fnv\": \"{digest:016x}\"}}",
         events as f64 / cpu

@@ -429,12 +429,19 @@ mod tests {
                 q.now = e.t;
                 popped += 1;
                 shifts.insert(q.shift);
-                assert_eq!(Some(Reverse((e.t, e.from, e.seq))), plain.pop(), "step {step}");
+                assert_eq!(
+                    Some(Reverse((e.t, e.from, e.seq))),
+                    plain.pop(),
+                    "step {step}"
+                );
             }
             assert_eq!(q.len(), plain.len());
         }
         assert!(popped > 150_000);
-        assert!(shifts.len() > 2, "the bucket width never changed: {shifts:?}");
+        assert!(
+            shifts.len() > 2,
+            "the bucket width never changed: {shifts:?}"
+        );
     }
 
     #[test]
