@@ -84,6 +84,12 @@ impl Ord for Entry {
 }
 
 impl Entry {
+    /// The order key.
+    #[inline(always)]
+    fn key(&self) -> (u64, u64, u64) {
+        (self.t, self.from, self.seq)
+    }
+
     /// Runs before `o`.
     #[inline(always)]
     fn before(&self, o: &Entry) -> bool {
@@ -104,7 +110,10 @@ const MAX_SHIFT: u32 = 38;
 /// The clock and the pending events.
 #[derive(Debug)]
 pub(crate) struct EventQueue {
-    /// The events of bucket `cur_idx` (and, after a jump, of earlier instants: none are scheduled).
+    /// The events bucket `cur_idx` held when it became current, sorted latest first (popped from the
+    /// end).
+    sorted: Vec<Entry>,
+    /// Events scheduled into the current bucket after it became current.
     cur: heap::Heap,
     /// The events of buckets `cur_idx + 1 .. cur_idx + SLOTS`, bucket `i` at slot `i % SLOTS`.
     ring: Vec<Vec<Entry>>,
@@ -133,6 +142,7 @@ pub(crate) struct EventQueue {
 impl Default for EventQueue {
     fn default() -> Self {
         EventQueue {
+            sorted: Vec::new(),
             cur: heap::Heap::default(),
             ring: (0..SLOTS).map(|_| Vec::new()).collect(),
             occupied: vec![0; SLOTS / 64],
@@ -180,7 +190,11 @@ impl EventQueue {
             self.cur.push(e);
         } else if idx - self.cur_idx < SLOTS as u64 {
             let slot = idx as usize % SLOTS;
-            self.ring[slot].push(e);
+            let b = &mut self.ring[slot];
+            if b.capacity() == 0 {
+                b.reserve(TARGET_PER_BUCKET as usize);
+            }
+            b.push(e);
             self.occupied[slot / 64] |= 1 << (slot % 64);
             self.ring_len += 1;
         } else {
@@ -192,12 +206,12 @@ impl EventQueue {
     /// [`EventQueue::peek`].
     #[inline(always)]
     pub(crate) fn needs_refill(&self) -> bool {
-        self.cur.len() == 0
+        self.sorted.is_empty() && self.cur.len() == 0
     }
 
     /// Makes the next non-empty bucket current (no effect if nothing is pending).
     pub(crate) fn refill(&mut self) {
-        while self.cur.len() == 0 {
+        while self.needs_refill() {
             if self.loads >= ADAPT_EVERY {
                 self.adapt();
                 continue;
@@ -217,18 +231,19 @@ impl EventQueue {
                 let e = self.far.pop().expect("peeked");
                 self.push(e);
             }
+            // The bucket's list becomes the sorted current list (its memory goes with it: a slot holds
+            // memory only while it holds events, so the ring's footprint follows the pending events,
+            // and the list freed here is the next one allocated, still in cache).
             let slot = self.cur_idx as usize % SLOTS;
             let n = self.ring[slot].len();
             if n > 0 {
-                for &e in &self.ring[slot] {
-                    self.cur.push(e);
-                }
-                self.ring[slot].clear();
+                self.sorted = std::mem::take(&mut self.ring[slot]);
+                self.sorted.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
                 self.occupied[slot / 64] &= !(1 << (slot % 64));
                 self.ring_len -= n;
             }
             self.loads += 1;
-            self.loaded += self.cur.len() as u64;
+            self.loaded += (self.sorted.len() + self.cur.len()) as u64;
         }
     }
 
@@ -266,7 +281,7 @@ impl EventQueue {
         };
         let mut all = std::mem::take(&mut self.scratch);
         for slot in 0..SLOTS {
-            all.append(&mut self.ring[slot]);
+            all.extend(std::mem::take(&mut self.ring[slot]));
         }
         self.far.drain_into(&mut all);
         self.occupied.fill(0);
@@ -279,28 +294,40 @@ impl EventQueue {
         self.scratch = all;
     }
 
+    /// Whether the earliest event is the sorted list's last one (else the late heap's top).
+    #[inline(always)]
+    fn sorted_first(&self) -> bool {
+        match (self.sorted.last(), self.cur.peek()) {
+            (Some(a), Some(b)) => a.before(b),
+            (a, _) => a.is_some(),
+        }
+    }
+
     /// The earliest event (call [`EventQueue::refill`] first when [`EventQueue::needs_refill`]).
     #[inline(always)]
     pub(crate) fn peek(&self) -> Option<&Entry> {
-        self.cur.peek()
+        if self.sorted_first() {
+            self.sorted.last()
+        } else {
+            self.cur.peek()
+        }
     }
 
     /// Removes and returns the earliest event.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<Entry> {
-        self.cur.pop()
+        if self.sorted_first() {
+            self.sorted.pop()
+        } else {
+            self.cur.pop()
+        }
     }
 
-    /// Replaces the earliest event by `e` (in its own bucket: one sift instead of a pop and a push; the
-    /// same order either way).
+    /// Replaces the earliest event by `e` (the same order as a pop and a push).
     #[inline]
     pub(crate) fn replace_top(&mut self, e: Entry) {
-        if e.t >> self.shift <= self.cur_idx {
-            self.cur.replace_top(e);
-        } else {
-            self.cur.pop();
-            self.push(e);
-        }
+        self.pop();
+        self.push(e);
     }
 
     /// The root's children in the current bucket: the second earliest pending event is one of them if
@@ -320,13 +347,13 @@ impl EventQueue {
     /// The events of the current bucket (in heap order). For prefetching only.
     #[inline]
     pub(crate) fn current(&self) -> impl Iterator<Item = &Entry> {
-        self.cur.entries()
+        self.sorted.iter().chain(self.cur.entries())
     }
 
     /// Number of pending events.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.cur.len() + self.ring_len + self.far.len()
+        self.sorted.len() + self.cur.len() + self.ring_len + self.far.len()
     }
 }
 #[cfg(test)]

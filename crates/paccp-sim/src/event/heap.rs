@@ -105,12 +105,6 @@ impl Heap {
         Some(top)
     }
 
-    /// Replaces the earliest entry by `e` (one sift instead of a pop and a push; the same order).
-    #[inline]
-    pub(crate) fn replace_top(&mut self, e: Entry) {
-        self.sift_down(e);
-    }
-
     /// Removes every entry into `out`, in no particular order.
     pub(crate) fn drain_into(&mut self, out: &mut Vec<Entry>) {
         for k in 0..self.len {
