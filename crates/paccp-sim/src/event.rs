@@ -238,7 +238,8 @@ impl EventQueue {
             let n = self.ring[slot].len();
             if n > 0 {
                 self.sorted = std::mem::take(&mut self.ring[slot]);
-                self.sorted.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+                self.sorted
+                    .sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
                 self.occupied[slot / 64] &= !(1 << (slot % 64));
                 self.ring_len -= n;
             }
