@@ -107,7 +107,7 @@ DEFINITIONS = {
     "cpu_s": "CPU seconds of the same engine.run",
     "events_per_s": "events / wall_s",
     "events_per_cpu_s": "events / cpu_s",
-    "loop_wall_s": "wall seconds of the event loop alone (between the engine's first and last progress report)",
+    "loop_wall_s": "wall seconds of the event loop alone (between the engine's first and last progress call)",
     "loop_cpu_s": "CPU seconds of the event loop alone",
     "events_per_loop_cpu_s": "events / loop_cpu_s: the cost per event, the same definition at every size",
     "peak_rss_mb": "ru_maxrss of the benchmark's own subprocess (Python, numpy and pyarrow included)",
