@@ -331,11 +331,12 @@ impl EventQueue {
         self.push(e);
     }
 
-    /// The root's children in the current bucket: the second earliest pending event is one of them if
-    /// the bucket holds it. For prefetching only.
-    #[inline]
-    pub(crate) fn next_candidates(&self) -> &[Entry] {
-        self.cur.next_candidates()
+    /// The `k`-th event after the earliest one in the current bucket's sorted list (`k >= 1`; an
+    /// event scheduled into the bucket later may come before it). For prefetching only.
+    #[inline(always)]
+    pub(crate) fn ahead(&self, k: usize) -> Option<&Entry> {
+        let n = self.sorted.len();
+        (n > k).then(|| &self.sorted[n - 1 - k])
     }
 
     /// The events of the `k`-th bucket after the current one (unsorted; `0 < k < SLOTS`). For

@@ -55,13 +55,6 @@ impl Heap {
         (self.len > 0).then(|| self.at(0))
     }
 
-    /// The root's children: the second earliest entry is one of them (slots past the end are
-    /// [`EMPTY`]).
-    #[inline]
-    pub(crate) fn next_candidates(&self) -> &[Entry] {
-        self.heap.get(1).map_or(&[], |b| &b.0[..])
-    }
-
     /// The entries in heap order.
     #[inline]
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {

@@ -215,15 +215,24 @@ impl Simulation {
         Ok(out)
     }
 
-    /// Starts fetching what the next two hops will read while this packet is forwarded (on a large
-    /// fabric a channel and its pipe are rarely in cache): the next event's pipe head (its channel
-    /// was fetched one event ago, as a candidate), and the channels of the root's children, one of
-    /// which holds the event after it. No effect on results.
+    /// Starts fetching what the next hops will read while this packet is forwarded (on a large fabric
+    /// a channel and its pipe are rarely in cache), along the current bucket's sorted events: the
+    /// channel of the hop three events ahead, the pipe head of the one two ahead (its channel was
+    /// fetched one event ago), and the next event's pipe head and queue head. No effect on results.
     #[inline(always)]
     fn prefetch_next(&self) {
-        for c in self.q.next_candidates() {
-            if let Ev::Hop { ch } = c.ev {
-                prefetch(&self.channels[ch as usize]);
+        if let Some(&Entry {
+            ev: Ev::Hop { ch }, ..
+        }) = self.q.ahead(3)
+        {
+            prefetch(&self.channels[ch as usize]);
+        }
+        if let Some(&Entry {
+            ev: Ev::Hop { ch }, ..
+        }) = self.q.ahead(2)
+        {
+            if let Some(h) = self.channels[ch as usize].pipe.front() {
+                prefetch_span(h);
             }
         }
         if let Some(&Entry {
