@@ -4,7 +4,7 @@
 //!
 //! One event per packet hop: a FIFO drop-tail channel fixes a packet's serialisation end when it
 //! accepts it, so only the arrival at the far end is an event, and each channel has at most one such
-//! event in the heap (its pipe's head). Packets are `Copy` structs held in the channels' pipes; a route
+//! event pending (its pipe's head). Packets are `Copy` structs held in the channels' pipes; a route
 //! is a slice of channel indices precomputed per flow.
 mod build;
 
@@ -150,15 +150,15 @@ impl Simulation {
             self.q.cur_from = e.from;
             last_t = e.t;
             self.events += 1;
-            // The hot path: a hop whose channel has another packet in its pipe reuses the heap's top
-            // entry for that packet's arrival (one sift instead of a pop and a push). Same order and
-            // sequence numbers as a pop and a push.
+            // The hot path: a hop whose channel has another packet in its pipe schedules that packet's
+            // arrival in place of the event being handled (the same order and sequence numbers as a
+            // pop and a push).
             if let Ev::Hop { ch } = e.ev {
                 let Some((pkt, next)) = self.channels[ch as usize].pop_head(e.t) else {
                     self.q.pop();
                     continue;
                 };
-                // Start fetching the packet's next channel now: the heap sift below then overlaps
+                // Start fetching the packet's next channel now: the queue work below then overlaps
                 // that cache miss instead of waiting for it in `arrive`.
                 let to = self.routes[pkt.pos as usize + 1];
                 if to != ROUTE_END {
@@ -271,7 +271,7 @@ impl Simulation {
 
     fn handle(&mut self, ev: Ev) {
         match ev {
-            // `run` handles every hop in place on the heap's top entry; it never gets here.
+            // `run` handles every hop itself; it never gets here.
             Ev::Hop { .. } => unreachable!("hop events are handled by Simulation::run"),
             Ev::TxEnd { ch } => {
                 let c = &mut self.channels[ch as usize];
