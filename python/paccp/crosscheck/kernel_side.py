@@ -15,7 +15,6 @@ engine counts the packet being serialised, HTB has already released it), 1514/66
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import subprocess
 import time
@@ -23,35 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from paccp import engine
+from paccp.datapath.netdiag import NSTAT_KEYS, SsSampler, nstat, qdisc_drops
 from paccp.datapath.testbed import Net, build_dumbbell, queue_bytes
 from paccp.errors import EnvironmentUnsupported
 
-NSTAT_KEYS = (
-    "TcpRetransSegs", "TcpExtTCPLostRetransmit", "TcpExtTCPTimeouts", "TcpExtTCPSackRecovery",
-    "TcpExtTCPRenoRecovery", "TcpExtTCPFastRetrans", "TcpExtTCPSlowStartRetrans", "TcpExtDelayedACKs",
-    "TcpExtTCPHPAcks", "TcpExtTCPPureAcks", "TcpExtTCPDSACKRecv", "TcpExtTCPSpuriousRTOs",
-    "TcpExtTCPSackShifted", "TcpOutSegs", "TcpInSegs",
-)  # fmt: skip
 ETH = 14
-
-
-def _nstat(net: Net, node: str) -> dict[str, int]:
-    res = net.exec(node, "nstat", "-az", "--json", check=False)
-    try:
-        doc = json.loads(res.stdout)
-    except ValueError:
-        return {}
-    kv: dict[str, int] = {}
-    for grp in doc.values():
-        kv.update({k: int(v) for k, v in grp.items() if k in NSTAT_KEYS})
-    return kv
-
-
-def _qdisc_drops(net: Net, node: str, ifn: str) -> tuple[int, int]:
-    """(dropped, sent packets) of the bfifo under HTB class 1:10."""
-    res = net.exec(node, "tc", "-s", "qdisc", "show", "dev", ifn, check=False)
-    m = re.search(r"qdisc bfifo 10:.*?Sent \d+ bytes (\d+) pkt \(dropped (\d+)", res.stdout, re.S)
-    return (int(m.group(2)), int(m.group(1))) if m else (0, 0)
 
 
 def run_kernel_dumbbell(
@@ -92,11 +67,14 @@ def run_kernel_dumbbell(
             for i in range(n_flows)
         ]
         time.sleep(omit_s)
-        d0, ns0 = _qdisc_drops(net, "L", l_if), [_nstat(net, f"s{i}") for i in range(n_flows)]
+        d0, ns0 = qdisc_drops(net, "L", l_if), [nstat(net, f"s{i}") for i in range(n_flows)]
+        sampler = SsSampler(net, [f"s{i}" for i in range(n_flows)], {5201 + i for i in range(n_flows)})
+        sampler.start()
         time.sleep(duration_s)
+        ss = sampler.stop()
         for c in clients:
             c.wait(timeout=30)
-        d1, ns1 = _qdisc_drops(net, "L", l_if), [_nstat(net, f"s{i}") for i in range(n_flows)]
+        d1, ns1 = qdisc_drops(net, "L", l_if), [nstat(net, f"s{i}") for i in range(n_flows)]
     finally:
         net.cleanup()
     flows = []
@@ -115,7 +93,7 @@ def run_kernel_dumbbell(
             }
         )
     return {"flows": flows, "drops": d1[0] - d0[0], "bottleneck_pkts": d1[1] - d0[1],
-            "queue_bytes": queue_bytes(rate_bps)}  # fmt: skip
+            "queue_bytes": queue_bytes(rate_bps), "ss_medians": ss}  # fmt: skip
 
 
 def engine_twin(n_flows: int, rate_bps: int, duration_ns: int, transport: dict[str, Any]) -> dict[str, Any]:
