@@ -23,8 +23,12 @@ def _kernel(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
     er = kernel_side.run_engine_dumbbell(3, 200_000_000, duration_s, 2)
     km: dict[str, Any] = {f"goodput_mbps[f{i}]": f["goodput_mbps"] for i, f in enumerate(kr["flows"])}
     km |= {"drops": kr["drops"], "retransmits": sum(f["retransmits"] for f in kr["flows"])}
+    km["loss_events"] = sum(f["nstat"].get("TcpExtTCPSackRecovery", 0) for f in kr["flows"])
     em: dict[str, Any] = {f"goodput_mbps[f{i}]": f["goodput_mbps"] for i, f in enumerate(er["flows"])}
     em |= {"drops": er["drops"], "retransmits": sum(f["retransmits"] for f in er["flows"])}
+    em["loss_events"] = sum(f["loss_events"] or 0 for f in er["flows"])
+    for m in (km, em):
+        m["drops_per_loss_event"] = m["drops"] / m["loss_events"] if m["loss_events"] else None
     res["kernel-dumbbell-reno"] = {"compare": compare(em, km), "kernel": kr, "engine": er}
     log(format_table("kernel-dumbbell-reno (200 Mbit, 3 Reno flows)", res["kernel-dumbbell-reno"]["compare"],
                      "kernel"))  # fmt: skip
@@ -42,6 +46,10 @@ def _kernel(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
     except EnvironmentUnsupported as exc:
         res["fig7"] = {"skipped": str(exc)}
         log(f"fig7 skipped: {exc}")
+    res["checks"] = kernel_side.checks(res["kernel-dumbbell-reno"]["compare"], res["fig7"].get("compare"))
+    verdict = {True: "holds", False: "FAILS", None: "not judged"}
+    for c in res["checks"]:
+        log(f"[{verdict[c['holds']]}] {c['statement']}: {c['ours']}")
     return res
 
 

@@ -14,6 +14,7 @@ engine counts the packet being serialised, HTB has already released it), 1514/66
 
 from __future__ import annotations
 
+import itertools
 import json
 import secrets
 import subprocess
@@ -27,6 +28,8 @@ from paccp.datapath.testbed import Net, build_dumbbell, queue_bytes
 from paccp.errors import EnvironmentUnsupported
 
 ETH = 14
+# the twin's sampling interval: shorter than one recovery (~1 RTT, 1.7 ms here), see loss_events
+SAMPLE_NS = 500_000
 
 
 def run_kernel_dumbbell(
@@ -136,7 +139,7 @@ def engine_twin(n_flows: int, rate_bps: int, duration_ns: int, transport: dict[s
             for i in range(n_flows)
         ],
         "arrivals": [],
-        "sampling": {"interval_ns": 100_000_000, "flows": "long_lived", "cwnd": False},
+        "sampling": {"interval_ns": SAMPLE_NS, "flows": "long_lived", "cwnd": True},
     }
 
 
@@ -154,10 +157,72 @@ def run_engine_dumbbell(
     def rtx(r: engine.EngineResult) -> list[int]:
         return [int(x) for x in r.flows.column("retransmits").to_pylist()]
 
-    acked = full.samples.acked_bytes
-    k0 = omit_s * 10
+    acked, cwnd = full.samples.acked_bytes, full.samples.cwnd_pkts
+    k0 = omit_s * 10**9 // SAMPLE_NS
     flows = [
-        {"goodput_mbps": float(sum(acked[i][k0:])) * 8 / duration_s / 1e6, "retransmits": a - b}
+        {
+            "goodput_mbps": float(sum(acked[i][k0:])) * 8 / duration_s / 1e6,
+            "retransmits": a - b,
+            # a recovery sets cwnd = ssthresh at once: count the window's decreases between samples
+            "loss_events": loss_events(cwnd[i][k0:]) if cwnd is not None else None,
+        }
         for i, (a, b) in enumerate(zip(rtx(full), rtx(head), strict=True))
     ]
     return {"flows": flows, "drops": drops(full) - drops(head)}
+
+
+def loss_events(cwnd: Any) -> int:
+    """Decreases of a cwnd series sampled every SAMPLE_NS (shorter than a recovery: one per event)."""
+    return sum(1 for a, b in itertools.pairwise(cwnd) if b < a - 0.5)
+
+
+# The issue's targets for the kernel cross-check (README, cross-check section).
+PER_FLOW_TOL = 0.10
+DROPS_TOL = 0.20
+FIG7_CLASS_TOL = 0.15
+
+
+def _within(ratio: Any, tol: float) -> bool | None:
+    return None if not isinstance(ratio, int | float) else abs(ratio - 1.0) <= tol
+
+
+def checks(dumbbell: dict[str, Any] | None, fig7: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """``checks`` rows of the kernel cross-check from the two comparisons (``run.compare`` output:
+    metric -> {engine, ref, ratio}); a comparison that did not run gives ``holds`` None."""
+    from paccp.experiments import check
+
+    rows = []
+    db = dumbbell or {}
+    flows = sorted(k for k in db if k.startswith("goodput_mbps["))
+    ratios = [db[k]["ratio"] for k in flows]
+    worst = max(ratios, key=lambda r: abs(r - 1.0)) if ratios and None not in ratios else None
+    rows.append(
+        check(
+            f"3-flow Reno dumbbell: every flow's goodput within {PER_FLOW_TOL:.0%} of the kernel's",
+            f"within {PER_FLOW_TOL:.0%}",
+            "not run" if worst is None else f"worst ratio {worst:.3f}",
+            None if worst is None else _within(worst, PER_FLOW_TOL),
+        )
+    )
+    d = db.get("drops", {}).get("ratio")
+    rows.append(
+        check(
+            f"3-flow Reno dumbbell: bottleneck drops within {DROPS_TOL:.0%} of the kernel's",
+            f"within {DROPS_TOL:.0%}",
+            "not run" if d is None else f"ratio {d:.3f}",
+            _within(d, DROPS_TOL),
+        )
+    )
+    f7 = fig7 or {}
+    cls = [f"{c}_mbps" for c in ("BE", "DS", "MRG")]
+    r7 = [f7.get(k, {}).get("ratio") for k in cls]
+    ok7 = None if None in r7 else all(_within(r, FIG7_CLASS_TOL) for r in r7)
+    rows.append(
+        check(
+            f"Fig. 7 at 200 Mbit: every class's mean rate within {FIG7_CLASS_TOL:.0%} of the kernel's",
+            f"within {FIG7_CLASS_TOL:.0%}",
+            "not run" if None in r7 else "BE/DS/MRG ratios " + " / ".join(f"{r:.3f}" for r in r7),
+            ok7,
+        )
+    )
+    return rows
