@@ -81,3 +81,37 @@ def test_simulated_fig7_keeps_the_testbeds_differentiation(rate: int) -> None:
     assert rates["MRG"] >= 0.95 * 0.4 * rate / 1e6, rates
     assert rates["DS"] > 1.3 * rates["BE"], rates
     assert "mean of 3 start draws" in note
+
+
+def test_paccp_dumbbell_twin_matches_the_testbed() -> None:
+    from paccp.crosscheck import kernel_paccp
+
+    for two_way, n in ((False, 3), (True, 6)):
+        spec = kernel_paccp.engine_spec(200_000_000, 1.0, two_way, seed=1)
+        sc = parse_scenario(spec, where="paccp dumbbell")
+        assert len(sc.flows) == n and sc.transport.delayed_ack_timeout == 40_000_000
+        theta = {v.id: (v.theta, v.omega) for v in sc.vms}
+        assert theta["vmF0"] == (0, 1.0) and theta["vmF1"] == (0, 2.0) and theta["vmF2"] == (80_000_000, 2.0)
+        if two_way:
+            assert {(f.src, f.dst) for f in sc.flows if f.id.startswith("R")} == {
+                (f"d{i}", f"s{i}") for i in range(3)
+            }
+    m = kernel_paccp.compare_metrics(
+        {"mbps": {"F0": 1.0, "F1": 2.0, "F2": 3.0}, "drops_per_s": {"L->R": 5.0}}, False
+    )
+    assert m == {"F0_BE_mbps": 1.0, "F1_DS_mbps": 2.0, "F2_MRG_mbps": 3.0, "drops_per_s[L->R]": 5.0}
+
+
+def test_class_check_judges_every_flow() -> None:
+    ok = _cmp({"F0_BE_mbps": 0.9, "F1_DS_mbps": 1.1, "drops_per_s[L->R]": 0.2})
+    assert kernel_side.class_check("x", ok)["holds"] is True  # drops are not judged
+    ok["F0_BE_mbps"]["ratio"] = 0.14
+    row = kernel_side.class_check("x", ok)
+    assert row["holds"] is False and "F0_BE 0.140" in row["ours"]
+    assert kernel_side.class_check("x", None)["holds"] is None
+
+
+def test_cpu_check_flags_a_cpu_bound_run() -> None:
+    assert kernel_side.cpu_check(0.86, 0.97)["holds"] is True
+    assert kernel_side.cpu_check(0.99, 0.89)["holds"] is False
+    assert kernel_side.cpu_check(None, None)["holds"] is None
