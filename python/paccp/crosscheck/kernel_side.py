@@ -10,8 +10,8 @@ recoveries, lost retransmits, RTOs) for the diagnosis in the README.
 The engine's twin (:func:`engine_twin`) uses the same rate, the bfifo limit + one 1514-byte packet (the
 engine counts the packet being serialised, HTB has already released it), 1514/66-byte wire packets
 (14 bytes of Ethernet in HTB and bfifo), SACK, delayed ACK, host backpressure (TSQ), 200 ms minimum RTO,
-``dupack_threshold`` 1 (Linux's RACK on a path without reordering, see
-:data:`paccp.datapath.testbed.SIM_TRANSPORT`).
+``dupack_threshold`` 1 (Linux's RACK on a path without reordering) and the receivers' measured
+processing delay (``ack_delay_mean_ns``), see :data:`paccp.datapath.testbed.SIM_TRANSPORT`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from paccp import engine
 from paccp.datapath.netdiag import NSTAT_KEYS, SsSampler, nstat, qdisc_drops
-from paccp.datapath.testbed import Net, build_dumbbell, queue_bytes
+from paccp.datapath.testbed import ACK_DELAY_NS, Net, build_dumbbell, queue_bytes
 from paccp.errors import EnvironmentUnsupported
 
 ETH = 14
@@ -114,7 +114,8 @@ def engine_twin(n_flows: int, rate_bps: int, duration_ns: int, transport: dict[s
     tr = {
         "init_cwnd_pkts": 10.0, "min_rto_ns": 200_000_000, "initial_rto_ns": 1_000_000_000,
         "max_rto_ns": 60_000_000_000, "delayed_ack": True, "delayed_ack_timeout_ns": 40_000_000,
-        "dupack_threshold": 1, "sack": True, "host_backpressure": True, "host_fq_pkts": 0, **transport,
+        "dupack_threshold": 1, "sack": True, "host_backpressure": True, "host_fq_pkts": 0,
+        "ack_delay_mean_ns": ACK_DELAY_NS, **transport,
     }  # fmt: skip
     return {
         "seed": 1,

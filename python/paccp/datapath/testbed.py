@@ -481,7 +481,12 @@ def fig7_leaf(vm: int) -> int:
 # segment sent after it is SACKed (RACK waits min_rtt/4, ~20 us here, before the first recovery, nothing
 # within one), i.e. ``dupack_threshold = 1``; with RFC 6675's 3 a flow at a 3-5 segment window often
 # cannot collect 3 SACKs and times out (measured: 3.7 timeouts/s for BE on the PACCP dumbbell vs the
-# kernel's 0.4).
+# kernel's 0.4). The receiver's processing delay: tcpdump at the receivers (dumbbell and Fig. 7) put the
+# time from a data segment's arrival to the ACK it triggers at 4-10 us median, 57-110 us p90, 26-47 us
+# mean; the engine draws it from an exponential with a 30 us mean (``ack_delay``). Without it the
+# deterministic engine locks two-way and small-window flows into phase patterns the kernel's timing noise
+# breaks (README).
+ACK_DELAY_NS = 30_000
 SIM_TRANSPORT: dict[str, Any] = {
     "mtu": 1448 + 52 + 14,
     "header": 52 + 14,
@@ -492,6 +497,7 @@ SIM_TRANSPORT: dict[str, Any] = {
     "delayed_ack": True,
     "delayed_ack_timeout": "40ms",
     "dupack_threshold": 1,
+    "ack_delay": f"{ACK_DELAY_NS}ns",
     "sack": True,
 }
 # The testbed starts its nine iperf3 clients one after another (``_run_flows``; a few ms apart, recorded as
