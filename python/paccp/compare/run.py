@@ -45,8 +45,8 @@ def plan(spec: Spec, schemes: list[Scheme]) -> tuple[list[Job], dict[str, dict[s
     """Every run of the comparison, and the (scheme, point) pairs a scheme cannot run, with the reason.
 
     The setup is first validated under plain TCP (which runs anything): a mistake there is the user's and
-    stops the comparison. A scheme that then rejects the setup (e.g. MPTCP BG/WC with finite flows, which
-    its engine model does not run yet) is reported as not run, with its one-line reason.
+    stops the comparison. A scheme that then rejects the setup (a check of its own scenario section) is
+    reported as not run, with its one-line reason.
     """
     cfg = spec.cfg
     jobs: list[Job] = []
