@@ -252,11 +252,12 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
         out["per_vm"][vm] = {
             "class": vals[0]["class"],
             "host": vals[0]["host"],
-            "fail_share": mc([v["fail_share"] for v in vals])["mean"],
-            "fail_share_feasible": mc([v["fail_share_feasible"] for v in vals])["mean"],
-            "rate_bps": mc([v["rate_bps"] for v in vals])["mean"],
-            "got_bps": mc([v["busy_rate_bps"] for v in vals])["mean"],
-            "paid_per_hour": mc([v["paid_per_hour"] for v in vals])["mean"],
+            "fail_share": mc([v["fail_share"] for v in vals]),
+            "fail_share_feasible": mc([v["fail_share_feasible"] for v in vals]),
+            "rate_bps": mc([v["rate_bps"] for v in vals]),
+            "got_bps": mc([v["busy_rate_bps"] for v in vals]),
+            "spare_bps": mc([v["spare_bps"] for v in vals]),
+            "paid_per_hour": mc([v["paid_per_hour"] for v in vals]),
         }
     return out
 
