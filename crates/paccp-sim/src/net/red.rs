@@ -97,7 +97,11 @@ impl Red {
         };
         self.count += 1;
         let denom = 1.0 - self.count as f64 * p_b;
-        let p_a = if denom <= 0.0 { 1.0 } else { (p_b / denom).min(1.0) };
+        let p_a = if denom <= 0.0 {
+            1.0
+        } else {
+            (p_b / denom).min(1.0)
+        };
         if self.rng.gen::<f64>() < p_a {
             self.count = 0;
             return false;
@@ -131,13 +135,33 @@ mod tests {
     #[test]
     fn no_early_drop_below_min_th_and_all_above_twice_max_th() {
         let mut r = Red::new(FLOYD, 1, "t");
-        assert!((0..10_000).all(|i| r.admit(4, i * 12, 12)), "a steady 4-packet queue");
+        assert!(
+            (0..10_000).all(|i| r.admit(4, i * 12, 12)),
+            "a steady 4-packet queue"
+        );
         let mut r = Red::new(RedCfg { w_q: 1.0, ..FLOYD }, 1, "t");
-        assert!((0..100).all(|i| !r.admit(31, i * 12, 12)), "average above 2 max_th");
-        let mut r = Red::new(RedCfg { w_q: 1.0, gentle: false, ..FLOYD }, 1, "t");
-        assert!((0..100).all(|i| !r.admit(16, i * 12, 12)), "not gentle: above max_th");
+        assert!(
+            (0..100).all(|i| !r.admit(31, i * 12, 12)),
+            "average above 2 max_th"
+        );
+        let mut r = Red::new(
+            RedCfg {
+                w_q: 1.0,
+                gentle: false,
+                ..FLOYD
+            },
+            1,
+            "t",
+        );
+        assert!(
+            (0..100).all(|i| !r.admit(16, i * 12, 12)),
+            "not gentle: above max_th"
+        );
         let mut r = Red::new(RedCfg { w_q: 1.0, ..FLOYD }, 1, "t");
-        assert!((0..100).any(|i| r.admit(16, i * 12, 12)), "gentle: some pass above max_th");
+        assert!(
+            (0..100).any(|i| r.admit(16, i * 12, 12)),
+            "gentle: some pass above max_th"
+        );
     }
 
     #[test]

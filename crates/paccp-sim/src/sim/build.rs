@@ -153,7 +153,11 @@ fn qdisc(
             red.check()
                 .map_err(|e| EngineError::invalid(format!("{field}.red"), e))?;
             // one random stream per channel, numbered in the (fixed) order channels are built
-            let (levels, made, name) = (levels.clone(), std::cell::Cell::new(0u32), field.to_string());
+            let (levels, made, name) = (
+                levels.clone(),
+                std::cell::Cell::new(0u32),
+                field.to_string(),
+            );
             Ok(Box::new(move |_| {
                 let k = made.replace(made.get() + 1);
                 let p = Prio::with_red(&levels, red, seed, &format!("{name}.red/{k}"));
@@ -260,8 +264,22 @@ impl Simulation {
                 "must be drop_tail or strict_priority (per_vm and shaper are host egress stages)",
             ));
         }
-        let host_q = qdisc("queues.host", sc.seed, &sc.queues.host, reg, &vm_info, &vm_ids)?;
-        let switch_q = qdisc("queues.switch", sc.seed, &sc.queues.switch, reg, &vm_info, &vm_ids)?;
+        let host_q = qdisc(
+            "queues.host",
+            sc.seed,
+            &sc.queues.host,
+            reg,
+            &vm_info,
+            &vm_ids,
+        )?;
+        let switch_q = qdisc(
+            "queues.switch",
+            sc.seed,
+            &sc.queues.switch,
+            reg,
+            &vm_info,
+            &vm_ids,
+        )?;
         let sizes = (sc.packet.mtu_bytes, sc.packet.ack_bytes);
         let channels = net
             .channels
