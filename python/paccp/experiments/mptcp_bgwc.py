@@ -6,6 +6,10 @@ checks its ``summary.json`` will carry. Testbed durations (tens of seconds) are 
 ``FULL_S`` seconds of simulated time (``QUICK_S`` with ``--quick``); rates are the paper's (1 Gb/s links,
 guarantees in Mb/s), not scaled.
 
+Switch queues: 100-packet drop-tail per priority level; ``mptcp-table3`` and ``mptcp-fair`` also run every
+setup with RED on each level (:data:`QUEUE_MODELS`, Cisco IOS's WRED defaults), the queue model under which
+Eq. 7's equal per-packet loss probability holds, and their checks say which model they hold under.
+
 Topologies (all links 1 Gb/s, 10 us, 100-packet drop-tail per priority queue unless stated):
 
 - ``star``: the paper's Fig. 4 / Fig. 6: senders and one receiver on one switch; the bottleneck is the
