@@ -689,7 +689,7 @@ def _check_size(sc: Scenario) -> None:
             "(use a longer sample_interval)"
         )
     sampled = {"none": 0.0, "long_lived": float(sum(1 for f in sc.flows if f.size is None)), "all": expected}
-    cells = sampled[sc.run.sample_flows] * intervals * (3 if sc.run.sample_cwnd else 1)
+    cells = sampled[sc.run.sample_flows] * intervals * (4 if sc.run.sample_cwnd else 1)
     if cells > MAX_SAMPLE_CELLS:
         raise UserError(
             f"run.sample_flows: sampling {sampled[sc.run.sample_flows]:.3g} flows "

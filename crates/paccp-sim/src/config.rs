@@ -112,6 +112,9 @@ pub enum QdiscCfg {
     StrictPriority {
         /// Drop-tail limit of each level (level 0 first).
         levels: Vec<BufCfg>,
+        /// RED early drop in front of every level ([`crate::net::red`]; none: drop-tail only).
+        #[serde(default)]
+        red: Option<crate::net::red::RedCfg>,
     },
     /// One queue per VM (flows without a VM share one), served by a packet selector.
     PerVm {
