@@ -105,6 +105,12 @@ fn params(sc: &Scenario) -> Result<Params> {
     if t.delayed_ack {
         nonzero("transport.delayed_ack_timeout_ns", t.delayed_ack_timeout_ns)?;
     }
+    if t.ack_delay_mean_ns >= t.min_rto_ns {
+        return Err(EngineError::invalid(
+            "transport.ack_delay_mean_ns",
+            "must be < transport.min_rto_ns",
+        ));
+    }
     Ok(Params {
         mss: p.mtu_bytes - p.header_bytes,
         header: p.header_bytes,
@@ -120,6 +126,8 @@ fn params(sc: &Scenario) -> Result<Params> {
         backpressure: t.host_backpressure,
         host_fq: t.host_fq_pkts,
         prr: t.prr,
+        ack_delay_mean: Ps::from_ns(t.ack_delay_mean_ns).0,
+        seed: sc.seed,
     })
 }
 
