@@ -101,6 +101,10 @@ def test_sched_and_rcvbuf_experiments(tmp_path: Path) -> None:
     assert all(_holds(sched, "BG-first: A's BG subflow at its guarantee from the first second"))
     assert all(_holds(sched, "every active server's BG subflow at its guarantee"))
     assert (tmp_path / "mptcp-sched" / "fig5_fig16.png").is_file()
+    # the subflows' srtts LeastRTT compared are reported with the explanation's check
+    srtt = sched["measured_mbps"]["rmem_default-least_rtt"]["srtt_by_phase"]["A + B"]["B"]
+    assert srtt["bg_srtt_us"] > 0 and srtt["wc_srtt_us"] > 0
+    assert _holds(sched, "why B's BG subflow idles")
     rc = s["mptcp-rcvbuf"]
     assert all(_holds(rc, "BG at its guarantee with every buffer"))
     assert all(_holds(rc, "WC takes the idle bandwidth with the largest buffer"))

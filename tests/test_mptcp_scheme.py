@@ -175,6 +175,13 @@ def test_engine_json_of_the_scheme() -> None:
     spec["scheme"]["variant"] = "free_competition"
     eng = to_engine(parse_scenario(spec))
     assert eng["cc"] == {"kind": "reno"} and "queues" not in eng and eng["flows"][0]["id"] == "f1"
+    # RED on the switch levels: Cisco IOS's WRED defaults unless given
+    spec["scheme"]["variant"] = "ours"
+    spec["scheme"]["switch_queue"] = "red"
+    red = to_engine(parse_scenario(spec))["queues"]["switch"]["red"]
+    assert red == {"min_th": 20.0, "max_th": 40.0, "max_p": 0.1, "w_q": 2.0**-9, "gentle": False}
+    spec["scheme"]["variant"] = "free_competition"
+    assert "scheme.switch_queue" in _err(spec)
 
 
 def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
@@ -199,9 +206,25 @@ def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:
     assert [r["wc"] for r in rows] == [(62, 31, 31), (212, 106, 106), (120, 65, 35), (217, 110, None)]
 
 
-def test_cli_reports_a_bad_scheme_in_one_line_with_exit_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("vms", 0, "theta"), "-100Mbit", "vms[0].theta"),  # negative guarantee
+        (("scheme", "competition_levels"), {"vm1": 0}, "scheme.competition_levels.vm1"),  # A_l < 1
+        (("scheme", "wc_subflows"), 2, "scheme.wc_subflows"),  # N > the testbed's one path
+        (("scheme", "scheduler"), "random", "scheme.scheduler"),  # unknown scheduler
+        (("scheme", "red"), {"min_th": 30, "max_th": 20}, "scheme.red.max_th"),
+        (("scheme", "switch_queue"), "codel", "scheme.switch_queue"),
+    ],
+)
+def test_cli_reports_a_bad_scheme_in_one_line_with_exit_2(
+    tmp_path: Path, path: tuple[Any, ...], value: Any, field: str
+) -> None:
     s = _base()
-    s["scheme"]["scheduler"] = "random"
+    node: Any = s
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
     p = tmp_path / "bad.toml"
     p.write_text(to_toml(s))
     r = subprocess.run(
@@ -212,7 +235,7 @@ def test_cli_reports_a_bad_scheme_in_one_line_with_exit_2(tmp_path: Path) -> Non
     )
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("paccp: error:") and "scheme.scheduler" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("paccp: error:") and field in lines[0], lines
 
 
 def test_coupled_and_finite_connections_in_the_engine_json() -> None:

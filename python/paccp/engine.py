@@ -78,7 +78,8 @@ class Samples:
 
     ``acked_bytes[i, k]`` is the number of bytes flow ``flow_ids[i]`` got acknowledged during interval
     ``k`` (``[k * interval, (k + 1) * interval)``). ``cwnd_pkts`` and ``wmin_pkts`` are the window and the
-    minimum window (segments) at the end of each interval, or ``None`` when not sampled.
+    minimum window (segments) at the end of each interval, ``srtt_us`` the smoothed RTT (us; 0 before the
+    first RTT sample), all three ``None`` when not sampled (``run.sample_cwnd``).
     """
 
     interval_ns: int
@@ -86,6 +87,7 @@ class Samples:
     acked_bytes: npt.NDArray[np.int64]
     cwnd_pkts: npt.NDArray[np.float64] | None
     wmin_pkts: npt.NDArray[np.float64] | None
+    srtt_us: npt.NDArray[np.float64] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,12 +119,14 @@ def parse_output(out: Mapping[str, Any]) -> EngineResult:
     ids = [str(x) for x in s["flow_ids"]]
     cw = s.get("cwnd_pkts")
     wm = s.get("wmin_pkts")
+    rt = s.get("srtt_us")
     samples = Samples(
         interval_ns=int(s["interval_ns"]),
         flow_ids=ids,
         acked_bytes=_matrix(s["acked_bytes"], len(ids), np.int64),
         cwnd_pkts=None if cw is None else _matrix(cw, len(ids), np.float64),
         wmin_pkts=None if wm is None else _matrix(wm, len(ids), np.float64),
+        srtt_us=None if rt is None else _matrix(rt, len(ids), np.float64),
     )
     return EngineResult(
         flows=_table(out["flows"], _FLOW_TYPES),

@@ -9,7 +9,7 @@ Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` /
 
     [run]        seed, duration, warmup, sample_interval, sample_flows, sample_cwnd
     [transport]  mtu, header, ack, init_cwnd, min_rto, initial_rto, max_rto, delayed_ack,
-                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure, host_fq, prr
+                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure, host_fq, prr, ack_delay
     [cc]         kind = "paccp" | "reno", rcos, min_cwnd
     [topology]   kind = "leaf_spine" | "dumbbell" | "explicit" (+ its fields)
     [routing]    kind = "ecmp" | "leaf_spine_paper"
@@ -179,6 +179,10 @@ class TransportCfg(_M):
     # recovery sends, with limited transmit (RFC 3042) before it; false = RFC 6582 window inflation. No
     # effect with SACK. The engine's JSON default is the same (true).
     prr: bool = True
+    # Receiver processing delay: every ACK leaves after an exponentially distributed delay with this mean
+    # (0 = at once); ACKs falling due meanwhile merge into it. Off for the paper fabric; the kernel
+    # cross-check's twins use the namespace testbed's measured ~30 us (README, cross-check section).
+    ack_delay: Duration = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:
@@ -188,6 +192,8 @@ class TransportCfg(_M):
             raise ValueError("need min_rto <= initial_rto <= max_rto")
         if self.host_fq and not self.host_backpressure:
             raise ValueError("host_fq needs host_backpressure = true")
+        if self.ack_delay >= self.min_rto:
+            raise ValueError("ack_delay must be shorter than min_rto")
         return self
 
 
@@ -683,7 +689,7 @@ def _check_size(sc: Scenario) -> None:
             "(use a longer sample_interval)"
         )
     sampled = {"none": 0.0, "long_lived": float(sum(1 for f in sc.flows if f.size is None)), "all": expected}
-    cells = sampled[sc.run.sample_flows] * intervals * (3 if sc.run.sample_cwnd else 1)
+    cells = sampled[sc.run.sample_flows] * intervals * (4 if sc.run.sample_cwnd else 1)
     if cells > MAX_SAMPLE_CELLS:
         raise UserError(
             f"run.sample_flows: sampling {sampled[sc.run.sample_flows]:.3g} flows "
@@ -1000,6 +1006,9 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "cwnd": sc.run.sample_cwnd,
         },
     }
+    if tr.ack_delay:
+        # optional in the engine (absent = 0): sent only when set, so other scenarios' JSON is unchanged
+        eng["transport"]["ack_delay_mean_ns"] = tr.ack_delay
     if sc.softbw is not None:
         eng["queues"] = {"host": softbw_host_queues(sc, sc.softbw)}
     return sc.scheme.to_engine(sc, eng) if sc.scheme is not None else eng

@@ -303,3 +303,13 @@ def test_fig7_small(loaded: None, tmp_path: Path) -> None:
     # every VM's data flow ran with its VM's pair (no VBP split: one bulk flow per VM)
     bulk = [r for r in s["datapath_flows_midrun"] if r["bytes_acked"] > 1_000_000]
     assert len(bulk) == 9 and {r["omega"] for r in bulk} == {1.0, 2.0}, bulk
+    # the diagnostics of the cross-check: per-VM TCP counters, uplink drops, ss samples, client starts
+    d = s["diag"]
+    assert set(d["nstat"]) == {f"vm{i}" for i in range(1, 10)}
+    assert all(n["TcpExtTCPOrigDataSent"] > 1000 for n in d["nstat"].values()), d["nstat"]
+    assert set(d["uplink_drops"]) == {"leaf1", "leaf2", "leaf3"}
+    assert all(v >= 0 for v in d["uplink_drops"].values())
+    assert all(v > 1000 for v in d["uplink_pkts"].values()), d["uplink_pkts"]
+    ss = d["ss_medians"]
+    assert len(ss) == 9 and all(r["cwnd"] >= 1 for r in ss.values()), ss
+    assert len(s["client_start_offsets_ms"]) == 9

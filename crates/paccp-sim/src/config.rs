@@ -112,6 +112,9 @@ pub enum QdiscCfg {
     StrictPriority {
         /// Drop-tail limit of each level (level 0 first).
         levels: Vec<BufCfg>,
+        /// RED early drop in front of every level ([`crate::net::red`]; none: drop-tail only).
+        #[serde(default)]
+        red: Option<crate::net::red::RedCfg>,
     },
     /// One queue per VM (flows without a VM share one), served by a packet selector.
     PerVm {
@@ -212,6 +215,12 @@ pub struct TransportCfg {
     /// No effect with SACK. Optional, default true (the scenario schema's default too).
     #[serde(default = "yes")]
     pub prr: bool,
+    /// Receiver processing delay (0 = none, the default): every ACK leaves after a delay drawn from
+    /// an exponential distribution with this mean, and ACKs that fall due meanwhile are merged into it
+    /// (the receiver acknowledges what it holds when it gets to run), as a busy host's kernel does.
+    /// Optional; the draws come from the stream `ack_delay/<flow id>`.
+    #[serde(default)]
+    pub ack_delay_mean_ns: u64,
 }
 
 fn yes() -> bool {

@@ -18,6 +18,8 @@ pub(crate) struct Sampler {
     cum: Vec<Vec<u64>>,
     cwnd_v: Vec<Vec<f64>>,
     wmin_v: Vec<Vec<f64>>,
+    /// Smoothed RTT (us; 0 before the first sample), with `cwnd`.
+    srtt_v: Vec<Vec<f64>>,
     n_ticks: usize,
 }
 
@@ -31,6 +33,7 @@ impl Sampler {
             cum: Vec::new(),
             cwnd_v: Vec::new(),
             wmin_v: Vec::new(),
+            srtt_v: Vec::new(),
             n_ticks: 0,
         }
     }
@@ -48,6 +51,7 @@ impl Sampler {
             if self.cwnd {
                 self.cwnd_v.push(vec![0.0; self.n_ticks]);
                 self.wmin_v.push(vec![0.0; self.n_ticks]);
+                self.srtt_v.push(vec![0.0; self.n_ticks]);
             }
         }
     }
@@ -60,6 +64,7 @@ impl Sampler {
             if self.cwnd {
                 self.cwnd_v[row].push(f.snd.win.cwnd);
                 self.wmin_v[row].push(f.wmin(mss));
+                self.srtt_v[row].push(f.snd.rtt.srtt().unwrap_or(0.0) / 1e3);
             }
         }
         self.n_ticks += 1;
@@ -88,9 +93,11 @@ impl Sampler {
         if self.cwnd {
             samples["cwnd_pkts"] = json!(self.cwnd_v);
             samples["wmin_pkts"] = json!(self.wmin_v);
+            samples["srtt_us"] = json!(self.srtt_v);
         } else {
             samples["cwnd_pkts"] = Value::Null;
             samples["wmin_pkts"] = Value::Null;
+            samples["srtt_us"] = Value::Null;
         }
         samples
     }

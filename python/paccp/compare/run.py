@@ -45,8 +45,8 @@ def plan(spec: Spec, schemes: list[Scheme]) -> tuple[list[Job], dict[str, dict[s
     """Every run of the comparison, and the (scheme, point) pairs a scheme cannot run, with the reason.
 
     The setup is first validated under plain TCP (which runs anything): a mistake there is the user's and
-    stops the comparison. A scheme that then rejects the setup (e.g. MPTCP BG/WC with finite flows, which
-    its engine model does not run yet) is reported as not run, with its one-line reason.
+    stops the comparison. A scheme that then rejects the setup (a check of its own scenario section) is
+    reported as not run, with its one-line reason.
     """
     cfg = spec.cfg
     jobs: list[Job] = []
@@ -252,11 +252,12 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
         out["per_vm"][vm] = {
             "class": vals[0]["class"],
             "host": vals[0]["host"],
-            "fail_share": mc([v["fail_share"] for v in vals])["mean"],
-            "fail_share_feasible": mc([v["fail_share_feasible"] for v in vals])["mean"],
-            "rate_bps": mc([v["rate_bps"] for v in vals])["mean"],
-            "got_bps": mc([v["busy_rate_bps"] for v in vals])["mean"],
-            "paid_per_hour": mc([v["paid_per_hour"] for v in vals])["mean"],
+            "fail_share": mc([v["fail_share"] for v in vals]),
+            "fail_share_feasible": mc([v["fail_share_feasible"] for v in vals]),
+            "rate_bps": mc([v["rate_bps"] for v in vals]),
+            "got_bps": mc([v["busy_rate_bps"] for v in vals]),
+            "spare_bps": mc([v["spare_bps"] for v in vals]),
+            "paid_per_hour": mc([v["paid_per_hour"] for v in vals]),
         }
     return out
 

@@ -14,7 +14,8 @@ from paccp.errors import EnvironmentUnsupported, UserError
 
 
 def _kernel(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
-    """3 Reno flows, 200 Mbit HTB + bfifo: kernel vs the engine twin; Fig. 7 (kernel datapath) vs engine."""
+    """3 Reno flows, 200 Mbit HTB + bfifo: kernel vs the engine twin; Fig. 7 and PACCP one-/two-way
+    dumbbells (kernel datapath) vs the engine."""
     from paccp.crosscheck import kernel_side
     from paccp.crosscheck.run import compare, format_table
 
@@ -23,8 +24,12 @@ def _kernel(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
     er = kernel_side.run_engine_dumbbell(3, 200_000_000, duration_s, 2)
     km: dict[str, Any] = {f"goodput_mbps[f{i}]": f["goodput_mbps"] for i, f in enumerate(kr["flows"])}
     km |= {"drops": kr["drops"], "retransmits": sum(f["retransmits"] for f in kr["flows"])}
+    km["loss_events"] = sum(f["nstat"].get("TcpExtTCPSackRecovery", 0) for f in kr["flows"])
     em: dict[str, Any] = {f"goodput_mbps[f{i}]": f["goodput_mbps"] for i, f in enumerate(er["flows"])}
     em |= {"drops": er["drops"], "retransmits": sum(f["retransmits"] for f in er["flows"])}
+    em["loss_events"] = sum(f["loss_events"] or 0 for f in er["flows"])
+    for m in (km, em):
+        m["drops_per_loss_event"] = m["drops"] / m["loss_events"] if m["loss_events"] else None
     res["kernel-dumbbell-reno"] = {"compare": compare(em, km), "kernel": kr, "engine": er}
     log(format_table("kernel-dumbbell-reno (200 Mbit, 3 Reno flows)", res["kernel-dumbbell-reno"]["compare"],
                      "kernel"))  # fmt: skip
@@ -37,11 +42,49 @@ def _kernel(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
             {f"{c}_mbps": v["simulator_mbps"] for c, v in f7["classes"].items()},
             {f"{c}_mbps": v["measured_mbps"] for c, v in f7["classes"].items()},
         )
-        res["fig7"] = {"compare": cmp}
+        res["fig7"] = {
+            "compare": cmp,
+            "cpu_busy": f7["cpu_busy"],
+            "min_uplink_utilisation": min(f7["bottleneck_utilisation"].values(), default=None),
+        }
         log(format_table("fig7 (200 Mbit, PACCP datapath)", cmp, "kernel"))
     except EnvironmentUnsupported as exc:
         res["fig7"] = {"skipped": str(exc)}
         log(f"fig7 skipped: {exc}")
+    res |= _paccp_dumbbells(out, duration_s, log)
+    res["checks"] = kernel_side.checks(res["kernel-dumbbell-reno"]["compare"], res["fig7"].get("compare"))
+    res["checks"].append(
+        kernel_side.cpu_check(res["fig7"].get("cpu_busy"), res["fig7"].get("min_uplink_utilisation"))
+    )
+    res["checks"] += [
+        kernel_side.class_check(f"PACCP dumbbell, {way}", res[f"kernel-dumbbell-paccp-{way}"].get("compare"))
+        for way in ("one-way", "two-way")
+    ]
+    verdict = {True: "holds", False: "FAILS", None: "not judged"}
+    for c in res["checks"]:
+        log(f"[{verdict[c['holds']]}] {c['statement']}: {c['ours']}")
+    return res
+
+
+def _paccp_dumbbells(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
+    """BE / DS / MRG on a dumbbell, one-way and two-way (kernel datapath vs the engine twin)."""
+    from paccp.crosscheck import kernel_paccp
+    from paccp.crosscheck.run import compare, format_table
+
+    res: dict[str, Any] = {}
+    for two_way in (False, True):
+        way = "two-way" if two_way else "one-way"
+        name = f"kernel-dumbbell-paccp-{way}"
+        try:
+            k = kernel_paccp.run_kernel(200_000_000, duration_s, 2, out / name, two_way)
+        except EnvironmentUnsupported as exc:
+            res[name] = {"skipped": str(exc)}
+            log(f"{name} skipped: {exc}")
+            continue
+        e = kernel_paccp.run_engine(200_000_000, float(min(duration_s, 10)), two_way)
+        cmp = compare(kernel_paccp.compare_metrics(e, two_way), kernel_paccp.compare_metrics(k, two_way))
+        res[name] = {"compare": cmp, "kernel": k, "engine": e}
+        log(format_table(f"{name} (200 Mbit, PACCP datapath)", cmp, "kernel"))
     return res
 
 

@@ -6,6 +6,10 @@ checks its ``summary.json`` will carry. Testbed durations (tens of seconds) are 
 ``FULL_S`` seconds of simulated time (``QUICK_S`` with ``--quick``); rates are the paper's (1 Gb/s links,
 guarantees in Mb/s), not scaled.
 
+Switch queues: 100-packet drop-tail per priority level; ``mptcp-table3`` and ``mptcp-fair`` also run every
+setup with RED on each level (:data:`QUEUE_MODELS`, Cisco IOS's WRED defaults), the queue model under which
+Eq. 7's equal per-packet loss probability holds, and their checks say which model they hold under.
+
 Topologies (all links 1 Gb/s, 10 us, 100-packet drop-tail per priority queue unless stated):
 
 - ``star``: the paper's Fig. 4 / Fig. 6: senders and one receiver on one switch; the bottleneck is the
@@ -48,6 +52,9 @@ LINK_PAYLOAD_MBPS = 1000 * 1460 / 1500  # a 1 Gb/s link's payload rate with 1500
 # 8 tasks (seconds; too few large jobs to rank anything).
 CLOS_FULL = mr.Scaling(jobs=200, size_scale=5e-3, time_scale=5e-3, max_tasks=40)
 CLOS_QUICK = mr.Scaling(jobs=25, size_scale=1e-3, time_scale=1e-3, max_tasks=8)
+# mptcp-table3 / mptcp-fair run under both switch queue models: drop-tail (the default) and RED with
+# Cisco IOS's WRED defaults (``schemes.mptcp_bgwc.RedParams``), the model of independent per-packet drops
+QUEUE_MODELS = {"drop_tail": "drop-tail", "red": "RED (Cisco WRED defaults)"}
 FULL_S = 10.0  # simulated seconds standing for the testbed's tens of seconds
 QUICK_S = 1.0
 
@@ -273,7 +280,9 @@ def wc_scenario(*, quick: bool = False, seed: int = 1) -> dict[str, Any]:
     return spec
 
 
-def table3_scenario(row: int, *, quick: bool = False, seed: int = 1) -> dict[str, Any]:
+def table3_scenario(
+    row: int, *, quick: bool = False, seed: int = 1, switch_queue: str = "drop_tail"
+) -> dict[str, Any]:
     """mptcp-table3 row 0-3: A, B, C -> D on the star with the row's guarantees and given A_l."""
     r = PAPER["mptcp-table3"].numbers["rows"][row]
     senders = [s for s, bg in zip("ABC", r["bg"], strict=True) if bg is not None]
@@ -284,19 +293,21 @@ def table3_scenario(row: int, *, quick: bool = False, seed: int = 1) -> dict[str
         star(["A", "B", "C"], "D"),
         vms,
         flows,
-        {"competition_levels": levels},
+        {"competition_levels": levels, "switch_queue": switch_queue},
         duration_s=QUICK_S if quick else FULL_S,
         seed=seed,
     )
 
 
-def fair_scenario(n_c: int, *, policy: bool, quick: bool = False, seed: int = 1) -> dict[str, Any]:
+def fair_scenario(
+    n_c: int, *, policy: bool, quick: bool = False, seed: int = 1, switch_queue: str = "drop_tail"
+) -> dict[str, Any]:
     """mptcp-fair: S2 silent, S1 with ``n_c`` connections, S3 and S4 one each; policy 1:1:1 or none."""
     g = PAPER["mptcp-bg"].numbers["guarantee_mbps"]
     vms = [(f"vm{i}", f"S{i}", g[f"S{i}"]) for i in (1, 3, 4)]
     flows = [{"id": f"f1-{k}", "src": "S1", "dst": "S5", "vm": "vm1"} for k in range(n_c)]
     flows += [{"id": f"f{i}", "src": f"S{i}", "dst": f"S{i + 4}", "vm": f"vm{i}"} for i in (3, 4)]
-    scheme: dict[str, Any] = {"fair_wc": policy}
+    scheme: dict[str, Any] = {"fair_wc": policy, "switch_queue": switch_queue}
     if policy:
         scheme["competition_levels"] = {"vm1": 1, "vm3": 1, "vm4": 1}
     return _scenario(testbed(), vms, flows, scheme, duration_s=QUICK_S if quick else FULL_S, seed=seed)
@@ -446,79 +457,81 @@ def run_bg(opts: ExperimentOptions) -> dict[str, Any]:
 
 
 def run_table3(opts: ExperimentOptions) -> dict[str, Any]:
-    """mptcp-table3: the four rows of Table 3."""
+    """mptcp-table3: the four rows of Table 3, under each switch queue model (:data:`QUEUE_MODELS`)."""
     out = opts.out_dir / "mptcp-table3"
-    rows_out = []
     measured: dict[str, Any] = {}
-    for k, r in enumerate(PAPER["mptcp-table3"].numbers["rows"]):
-        active = [(s, bg, a, w) for s, bg, a, w in zip("ABC", r["bg"], r["a_l"], r["wc"], strict=True) if bg]
-        g = {f"vm{s}": float(bg) for s, bg, _, _ in active}
-        m = _measure(
-            table3_scenario(k, quick=opts.quick, seed=opts.seed),
-            out,
-            f"row{k + 1}",
-            f"Table 3 row {k + 1}",
-            g,
-        )
-        wc = [m.rate(f"vm{s}", "wc") for s, _, _, _ in active]
-        bg = [m.rate(f"vm{s}", "bg") for s, _, _, _ in active]
-        levels = [a for _, _, a, _ in active]
-        measured[f"row{k + 1}"] = {
-            "wc": wc,
-            "bg": bg,
-            "wall_s": m.wall_s,
-            # the shares Eq. 7 targets (A_l) and the ones synchronised losses give (alpha_w = A_l^2)
-            "share": [w / sum(wc) for w in wc] if sum(wc) > 0 else None,
-            "share_if_a_l": [a / sum(levels) for a in levels],
-            "share_if_a_l_squared": [a * a / sum(x * x for x in levels) for a in levels],
-            "loss_sync": loss_sync(
-                table3_scenario(k, quick=opts.quick, seed=opts.seed),
-                description=f"row{k + 1} diagnosis",
-                seconds=0.5 if opts.quick else 2.0,
-            ),
-        }
-        rows_out.append(
-            {
-                "name": f"row {k + 1}",
-                "levels": [a for _, _, a, _ in active],
-                "paper_wc": [w for _, _, _, w in active],
+    checks: list[Any] = []
+    for queue, label in QUEUE_MODELS.items():
+        rows_out = []
+        for k, r in enumerate(PAPER["mptcp-table3"].numbers["rows"]):
+            active = [
+                (s, bg, a, w) for s, bg, a, w in zip("ABC", r["bg"], r["a_l"], r["wc"], strict=True) if bg
+            ]
+            g = {f"vm{s}": float(bg) for s, bg, _, _ in active}
+            spec = table3_scenario(k, quick=opts.quick, seed=opts.seed, switch_queue=queue)
+            m = _measure(spec, out, f"{queue}/row{k + 1}", f"Table 3 row {k + 1} ({label})", g)
+            wc = [m.rate(f"vm{s}", "wc") for s, _, _, _ in active]
+            bg = [m.rate(f"vm{s}", "bg") for s, _, _, _ in active]
+            levels = [a for _, _, a, _ in active]
+            measured[f"{queue}/row{k + 1}"] = {
                 "wc": wc,
                 "bg": bg,
-                "guarantee": [float(bg_) for _, bg_, _, _ in active],
+                "wall_s": m.wall_s,
+                "packets_dropped": m.stats.get("packets_dropped", 0),
+                # the shares Eq. 7 targets (A_l) and the ones synchronised losses give (alpha_w = A_l^2)
+                "share": [w / sum(wc) for w in wc] if sum(wc) > 0 else None,
+                "share_if_a_l": [a / sum(levels) for a in levels],
+                "share_if_a_l_squared": [a * a / sum(x * x for x in levels) for a in levels],
+                "loss_sync": loss_sync(
+                    spec, description=f"row{k + 1} {queue} diagnosis", seconds=0.5 if opts.quick else 2.0
+                ),
             }
-        )
-    return _finish("mptcp-table3", opts, measured, mc.checks_table3(rows_out))
+            rows_out.append(
+                {
+                    "name": f"[{label}] row {k + 1}",
+                    "levels": levels,
+                    "paper_wc": [w for _, _, _, w in active],
+                    "wc": wc,
+                    "bg": bg,
+                    "guarantee": [float(bg_) for _, bg_, _, _ in active],
+                }
+            )
+        checks += mc.checks_table3(rows_out)
+    return _finish("mptcp-table3", opts, measured, checks)
 
 
 def run_fair(opts: ExperimentOptions) -> dict[str, Any]:
-    """mptcp-fair: N_c = 3 and 5, with and without the 1:1:1 policy."""
+    """mptcp-fair: N_c = 3 and 5, with and without the 1:1:1 policy, under each switch queue model."""
     out = opts.out_dir / "mptcp-fair"
     gm = PAPER["mptcp-bg"].numbers["guarantee_mbps"]
     g = {f"vm{i}": float(gm[f"S{i}"]) for i in (1, 3, 4)}
     measured: dict[str, Any] = {}
     checks: list[Any] = []
-    for n_c in PAPER["mptcp-fair"].numbers["n_c"]:
-        for policy in (False, True):
-            name = f"nc{n_c}-{'policy' if policy else 'none'}"
-            m = _measure(
-                fair_scenario(n_c, policy=policy, quick=opts.quick, seed=opts.seed), out, name, name, g
-            )
-            wc = {f"S{i}": m.rate(f"vm{i}", "wc") for i in (1, 3, 4)}
-            bg = {f"S{i}": m.rate(f"vm{i}", "bg") for i in (1, 3, 4)}
-            measured[name] = {"wc": wc, "bg": bg, "wall_s": m.wall_s}
-            if policy:  # why the policy misses (see mptcp-table3): loss rates and synchronised cuts
-                measured[name]["loss_sync"] = loss_sync(
-                    fair_scenario(n_c, policy=True, quick=opts.quick, seed=opts.seed),
-                    description=f"{name} diagnosis",
-                    seconds=0.5 if opts.quick else 2.0,
+    for queue, label in QUEUE_MODELS.items():
+        for n_c in PAPER["mptcp-fair"].numbers["n_c"]:
+            for policy in (False, True):
+                name = f"{queue}/nc{n_c}-{'policy' if policy else 'none'}"
+                spec = fair_scenario(n_c, policy=policy, quick=opts.quick, seed=opts.seed, switch_queue=queue)
+                m = _measure(spec, out, name, name, g)
+                wc = {f"S{i}": m.rate(f"vm{i}", "wc") for i in (1, 3, 4)}
+                bg = {f"S{i}": m.rate(f"vm{i}", "bg") for i in (1, 3, 4)}
+                measured[name] = {"wc": wc, "bg": bg, "wall_s": m.wall_s}
+                if policy:  # why the policy misses or holds: loss rates and who loses at each epoch
+                    measured[name]["loss_sync"] = loss_sync(
+                        spec, description=f"{name} diagnosis", seconds=0.5 if opts.quick else 2.0
+                    )
+                checks += [
+                    dict(c, statement=f"[{label}] {c['statement']}") for c in mc.checks_fair(n_c, policy, wc)
+                ]
+                low = min(bg[f"S{i}"] / g[f"vm{i}"] for i in (1, 3, 4))
+                checks.append(
+                    mc.check(
+                        f"[{label}] {name}: guarantees held (BG >= 95 % of B_g)",
+                        "held",
+                        f"worst {low:.1%}",
+                        low >= 0.95,
+                    )
                 )
-            checks += mc.checks_fair(n_c, policy, wc)
-            low = min(bg[f"S{i}"] / g[f"vm{i}"] for i in (1, 3, 4))
-            checks.append(
-                mc.check(
-                    f"{name}: guarantees held (BG >= 95 % of B_g)", "held", f"worst {low:.1%}", low >= 0.95
-                )
-            )
     return _finish("mptcp-fair", opts, measured, checks)
 
 

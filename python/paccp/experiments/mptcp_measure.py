@@ -137,6 +137,20 @@ def print_checks(title: str, checks: list[dict[str, Any]]) -> None:
     Console().print(t)
 
 
+def congestion_epochs(cuts: Mapping[str, np.ndarray], gap: int) -> list[set[str]]:
+    """Group window reductions into congestion epochs: sorted over all subflows, a reduction more than
+    ``gap`` samples after the previous one starts a new epoch. Returns, per epoch, the subflows that cut."""
+    events = sorted((int(t), f) for f, ts in cuts.items() for t in ts)
+    epochs: list[set[str]] = []
+    last = None
+    for t, f in events:
+        if last is None or t - last > gap:
+            epochs.append(set())
+        epochs[-1].add(f)
+        last = t
+    return epochs
+
+
 def loss_sync(
     spec: dict[str, Any], *, description: str, seconds: float, window_s: float = 2e-3
 ) -> dict[str, Any]:
@@ -144,7 +158,13 @@ def loss_sync(
     every 100 us and report, per WC subflow, its mean window, its loss rate (retransmissions per delivered
     segment) and its window reductions (a sample more than 20 % below the previous one), and, for each pair
     of WC subflows, the fraction of the first's reductions within ``window_s`` of one of the other's
-    (near 100 %: synchronised losses, every subflow halves at every congestion epoch)."""
+    (near 100 %: synchronised losses, every subflow halves at every congestion epoch).
+
+    ``epochs``: who loses at each overflow. Reductions of all WC subflows are grouped into congestion
+    epochs (a new epoch after ``window_s`` without any); per subflow the fraction of epochs in which it
+    cut (1.0 for every subflow: fully synchronised; about its share of the packets: independent
+    per-packet losses, the Mathis model's assumption behind Eq. 7), the mean fraction of subflows cutting
+    per epoch, and the retransmissions (segments lost) per epoch."""
     from paccp.rundir import run_engine
     from paccp.scenario import parse_scenario, to_engine
 
@@ -186,4 +206,16 @@ def loss_sync(
             da, db = cuts[a], cuts[b]
             near = sum(1 for x in da if db.size and np.min(np.abs(db - x)) <= w)
             out["pairs"][f"{a} ~ {b}"] = near / da.size if da.size else None
+    epochs = congestion_epochs(cuts, w)
+    if epochs:
+        all_cuts = {
+            f: np.nonzero(cw[i][1:] < 0.8 * cw[i][:-1])[0] for i, f in enumerate(smp.flow_ids) if f in cuts
+        }
+        lost = sum(int(recs[f]["retransmits"]) for f in cuts)
+        out["epochs"] = {
+            "count": len(epochs),
+            "cut_in_fraction_of_epochs": {f: sum(f in e for e in epochs) / len(epochs) for f in names},
+            "mean_fraction_cutting": float(np.mean([len(e) / len(names) for e in epochs])),
+            "segments_lost_per_epoch": lost / max(1, len(congestion_epochs(all_cuts, w))),
+        }
     return out

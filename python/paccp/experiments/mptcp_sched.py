@@ -81,6 +81,39 @@ def _plot(runs: dict[tuple[str, str], Measured], out: Path, guarantees: dict[str
     plt.close(fig)
 
 
+def srtt_by_phase(spec: dict[str, Any], dur: float, *, description: str) -> dict[str, Any]:
+    """What LeastRTT compares: rerun ``spec`` with every subflow's smoothed RTT sampled every 1 ms and
+    report per phase (A alone, A + B, all three) and server the mean srtt (us) of its BG and WC subflows
+    and the fraction of samples in which BG's is the smaller (LeastRTT's pick when both have room). A
+    subflow that carries no data keeps its last srtt, as the scheduler sees it."""
+    from paccp.rundir import run_engine
+    from paccp.scenario import parse_scenario, to_engine
+
+    s = dict(spec, run=dict(spec["run"], sample_interval="1ms", sample_cwnd=True))
+    result, _ = run_engine(to_engine(parse_scenario(s, where=description)), description=description)
+    smp = result.samples
+    if smp.srtt_us is None:
+        return {}
+    row = {f: i for i, f in enumerate(smp.flow_ids)}
+    t = (np.arange(smp.srtt_us.shape[1]) + 1) * smp.interval_ns / 1e9
+    out: dict[str, Any] = {}
+    for p, name in enumerate(("A alone", "A + B", "A + B + C")):
+        sel = (t > p * dur / 3 + dur / 100) & (t <= (p + 1) * dur / 3)
+        ph: dict[str, Any] = {}
+        for srv in SERVERS[: p + 1]:
+            bg, wc = smp.srtt_us[row[f"f{srv}/bg"]][sel], smp.srtt_us[row[f"f{srv}/wc0"]][sel]
+            both = (bg > 0) & (wc > 0)
+            ph[srv] = {
+                "bg_srtt_us": round(float(bg[bg > 0].mean()), 1) if (bg > 0).any() else None,
+                "wc_srtt_us": round(float(wc[wc > 0].mean()), 1) if (wc > 0).any() else None,
+                "bg_smaller_fraction": round(float((bg[both] < wc[both]).mean()), 3) if both.any() else None,
+                # 1: the srtt never changed in the phase (no data, so no new RTT sample: stale)
+                "bg_srtt_distinct_values": int(np.unique(bg).size),
+            }
+        out[name] = ph
+    return out
+
+
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Both schedulers with both buffers; checks against the paper's Figs. 5 and 16."""
     out = opts.out_dir / "mptcp-sched"
@@ -112,6 +145,10 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
                 "wall_s": m.wall_s,
             }
     _plot(runs, out, g)
+    # why LeastRTT leaves B's BG subflow idle: the subflows' smoothed RTTs it compares
+    spec = sched_scenario("least_rtt", quick=opts.quick, seed=opts.seed)
+    spec["scheme"]["receive_buffer"] = BUFFERS["rmem_default"]
+    measured["rmem_default-least_rtt"]["srtt_by_phase"] = srtt_by_phase(spec, dur, description="srtt")
     return _finish("mptcp-sched", opts, measured, checks(measured, g, phase))
 
 
@@ -144,6 +181,21 @@ def checks(measured: dict[str, Any], g: dict[str, float], phase_s: float) -> lis
                 f"{g[f'vm{srv}']:g} directly",
                 f"{got:.1f}",
                 got >= (1 - mc.BG_TOLERANCE) * target,
+            )
+        )
+    srtt = lr.get("srtt_by_phase", {}).get("A + B", {}).get("B")
+    if srtt is not None:
+        frac = srtt["bg_smaller_fraction"]
+        out.append(
+            mc.check(
+                f"[{BUFFERS[small]} B] LeastRTT, why B's BG subflow idles: its srtt (its first window queued "
+                "at the 250 Mb/s host token bucket, never re-measured while it carries nothing) is above its "
+                "WC subflow's in >= 90 % of B's phase",
+                "the paper: WC's RTT is not always higher when bandwidth is idle",
+                f"BG {srtt['bg_srtt_us']} us ({srtt['bg_srtt_distinct_values']} distinct value(s)) vs WC "
+                f"{srtt['wc_srtt_us']} us; BG smaller in "
+                + ("no sample" if frac is None else f"{frac:.0%} of samples"),
+                frac is not None and frac <= 0.1,
             )
         )
     bf = measured[f"{small}-bg_first"]["phases"]

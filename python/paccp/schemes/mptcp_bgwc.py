@@ -18,6 +18,10 @@ Scenario section (SPEC section 6; the paper is ``papers/mptcp-bandwidth-guarante
     penalize = true           # Linux MPTCP's penalisation + reinjection when the receive window blocks
     wc_extra_delay = "0us"    # one-way delay added to WC subflows' data (the paper's netem, Figs. 7-8, 17)
     wc_delay_steps = []       # later values of it: [{at = "15s", delay = "2ms"}, ...] (Fig. 17)
+    switch_queue = "drop_tail"  # each priority level of the switch ports: drop_tail | red (RED early
+                              # drop before the level's drop-tail limit; engine ``net/red.rs``)
+    red = {min_th = 20, max_th = 40, max_p = 0.1, w_q = 0.001953125, gentle = false}
+                              # RED's parameters (packets); default: Cisco IOS WRED's for precedence 0
     [[scheme.udp]]            # constant-rate UDP flows; they are BG traffic (share the VM's shaper)
     vm = "vm1"; dst = "h5"; rate = "50Mbit"; start = "0s"; stop = "1s"
 
@@ -94,6 +98,21 @@ class DelayStep(_M):
     delay: Duration
 
 
+class RedParams(_M):
+    """RED on each priority level of the switch ports (Floyd and Jacobson 1993; engine ``net/red.rs``).
+
+    The defaults are Cisco IOS's WRED defaults for IP precedence 0 (minimum threshold 20, maximum 40
+    packets, mark-probability denominator 10, exponential weighting constant 9 = w_q 2^-9, every arrival
+    dropped above the maximum): a commodity switch's documented setting, not fitted to any result.
+    """
+
+    min_th: float = Field(default=20.0, ge=0)
+    max_th: float = Field(default=40.0, gt=0)
+    max_p: float = Field(default=0.1, gt=0, le=1)
+    w_q: float = Field(default=2.0**-9, gt=0, le=1)
+    gentle: bool = False
+
+
 class MptcpBgwc(_M):
     """``[scheme] kind = "mptcp_bgwc"`` (module docstring)."""
 
@@ -112,6 +131,8 @@ class MptcpBgwc(_M):
     wc_extra_delay: Duration = 0
     wc_delay_steps: list[DelayStep] = Field(default_factory=list)
     udp: list[UdpFlow] = Field(default_factory=list)
+    switch_queue: Literal["drop_tail", "red"] = "drop_tail"
+    red: RedParams = Field(default_factory=RedParams)
 
     # ------------------------------------------------------------------ checks against the scenario
 
@@ -129,6 +150,14 @@ class MptcpBgwc(_M):
             raise UserError(
                 f"scheme.fair_wc: Eq. 7 changes Reno's increase; set fair_wc = false to use subflow_cc "
                 f"{self.subflow_cc!r}"
+            )
+        if self.red.max_th <= self.red.min_th:
+            raise UserError(
+                f"scheme.red.max_th: must be above min_th ({self.red.min_th:g}), got {self.red.max_th:g}"
+            )
+        if self.switch_queue == "red" and self.variant == "free_competition":
+            raise UserError(
+                "scheme.switch_queue: 'red' acts on the priority levels; free_competition has none"
             )
         if isinstance(self.receive_buffer, int) and self.receive_buffer <= 0:
             raise UserError("scheme.receive_buffer: must be > 0 bytes or 'dynamic'")
@@ -264,7 +293,10 @@ class MptcpBgwc(_M):
         if connections:
             out["connections"] = connections
         if v != "free_competition":
-            out["queues"] = {"switch": {"kind": "strict_priority", "levels": [buf, buf]}}
+            prio: dict[str, Any] = {"kind": "strict_priority", "levels": [buf, buf]}
+            if self.switch_queue == "red":
+                prio["red"] = self.red.model_dump()
+            out["queues"] = {"switch": prio}
         if v in ("ours", "bg_only"):
             out["queues"]["host"] = {
                 "kind": "shaper",

@@ -183,7 +183,12 @@ impl Channel {
         let now = q.now;
         self.advance_for(now, q.cur_from);
         let size = pkt.size as u64;
-        if !self.lossless && !self.has_room(size, key) {
+        let admitted = self.lossless
+            || match self.sched.as_mut() {
+                None => self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes,
+                Some(s) => s.admit(size, key, now, self.tx_mtu.1),
+            };
+        if !admitted {
             self.drops += 1;
             stats.packets_dropped += 1;
             stats.in_flight -= 1;

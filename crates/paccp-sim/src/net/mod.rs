@@ -3,6 +3,7 @@
 //! [`crate::topo`].
 pub(crate) mod channel;
 pub mod qdisc;
+pub mod red;
 
 use crate::sack::SackOpt;
 

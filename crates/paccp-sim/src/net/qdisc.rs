@@ -10,6 +10,7 @@
 //!
 //! Limits of a scheduled discipline count the waiting packets (the one being serialised has left the
 //! queue, as a Linux qdisc hands it to the NIC).
+use super::red::{Red, RedCfg};
 use super::{Pkt, QKey};
 use crate::config::BufCfg;
 use crate::host::shaper::Shaper;
@@ -99,6 +100,8 @@ pub(crate) fn limits(buf: BufCfg) -> (u64, u64) {
 #[derive(Debug, Clone)]
 pub struct Prio {
     levels: Vec<Fifo>,
+    /// RED early drop per level (empty: drop-tail only).
+    red: Vec<Red>,
 }
 
 impl Prio {
@@ -106,6 +109,16 @@ impl Prio {
     pub fn new(levels: &[BufCfg]) -> Prio {
         Prio {
             levels: levels.iter().map(|&b| Fifo::new(b)).collect(),
+            red: Vec::new(),
+        }
+    }
+    /// The same levels with RED in front of each; level `i` draws from stream `{name}/{i}`.
+    pub fn with_red(levels: &[BufCfg], cfg: RedCfg, seed: u64, name: &str) -> Prio {
+        Prio {
+            red: (0..levels.len())
+                .map(|i| Red::new(cfg, seed, &format!("{name}/{i}")))
+                .collect(),
+            ..Prio::new(levels)
         }
     }
     #[inline]
@@ -134,6 +147,18 @@ impl Sched {
         }
     }
 
+    /// Admission of an arrival at `now` (`pkt_time`: a full packet's transmission time): the limits of
+    /// [`Sched::has_room`] and, for a level with RED, its early drop.
+    pub(crate) fn admit(&mut self, size: u64, key: QKey, now: u64, pkt_time: u64) -> bool {
+        match self {
+            Sched::Prio(p) if !p.red.is_empty() => {
+                let l = p.level(key);
+                p.red[l].admit(p.levels[l].len(), now, pkt_time) && p.levels[l].has_room(size)
+            }
+            _ => self.has_room(size, key),
+        }
+    }
+
     pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
         match self {
             Sched::Prio(p) => {
@@ -147,10 +172,18 @@ impl Sched {
 
     pub(crate) fn pop(&mut self, now: u64) -> Pop {
         match self {
-            Sched::Prio(p) => match p.levels.iter_mut().find_map(|l| l.pop()) {
-                Some(pkt) => Pop::Packet(pkt),
-                None => Pop::Empty,
-            },
+            Sched::Prio(p) => {
+                let Some(l) = p.levels.iter().position(|l| !l.is_empty()) else {
+                    return Pop::Empty;
+                };
+                let pkt = p.levels[l].pop().expect("a non-empty level");
+                if p.levels[l].is_empty() {
+                    if let Some(r) = p.red.get_mut(l) {
+                        r.went_idle(now);
+                    }
+                }
+                Pop::Packet(pkt)
+            }
             Sched::PerVm(v) => v.pop(now),
             Sched::Shaper(s) => s.pop(now),
         }

@@ -105,6 +105,12 @@ fn params(sc: &Scenario) -> Result<Params> {
     if t.delayed_ack {
         nonzero("transport.delayed_ack_timeout_ns", t.delayed_ack_timeout_ns)?;
     }
+    if t.ack_delay_mean_ns >= t.min_rto_ns {
+        return Err(EngineError::invalid(
+            "transport.ack_delay_mean_ns",
+            "must be < transport.min_rto_ns",
+        ));
+    }
     Ok(Params {
         mss: p.mtu_bytes - p.header_bytes,
         header: p.header_bytes,
@@ -120,6 +126,8 @@ fn params(sc: &Scenario) -> Result<Params> {
         backpressure: t.host_backpressure,
         host_fq: t.host_fq_pkts,
         prr: t.prr,
+        ack_delay_mean: Ps::from_ns(t.ack_delay_mean_ns).0,
+        seed: sc.seed,
     })
 }
 
@@ -128,6 +136,7 @@ type SchedMaker = Box<dyn Fn(u32) -> Option<Box<Sched>>>;
 
 fn qdisc(
     field: &str,
+    seed: u64,
     q: &QdiscCfg,
     reg: &Registry,
     vms: &[VmInfo],
@@ -135,7 +144,7 @@ fn qdisc(
 ) -> Result<SchedMaker> {
     match q {
         QdiscCfg::DropTail => Ok(Box::new(|_| None)),
-        QdiscCfg::StrictPriority { levels } => {
+        QdiscCfg::StrictPriority { levels, red } => {
             if levels.is_empty() || levels.len() > 256 {
                 return Err(EngineError::invalid(
                     format!("{field}.levels"),
@@ -145,8 +154,23 @@ fn qdisc(
             for (i, b) in levels.iter().enumerate() {
                 check_buf(&format!("{field}.levels[{i}]"), b)?;
             }
-            let p = Prio::new(levels);
-            Ok(Box::new(move |_| Some(Box::new(Sched::Prio(p.clone())))))
+            let Some(red) = *red else {
+                let p = Prio::new(levels);
+                return Ok(Box::new(move |_| Some(Box::new(Sched::Prio(p.clone())))));
+            };
+            red.check()
+                .map_err(|e| EngineError::invalid(format!("{field}.red"), e))?;
+            // one random stream per channel, numbered in the (fixed) order channels are built
+            let (levels, made, name) = (
+                levels.clone(),
+                std::cell::Cell::new(0u32),
+                field.to_string(),
+            );
+            Ok(Box::new(move |_| {
+                let k = made.replace(made.get() + 1);
+                let p = Prio::with_red(&levels, red, seed, &format!("{name}.red/{k}"));
+                Some(Box::new(Sched::Prio(p)))
+            }))
         }
         QdiscCfg::PerVm { buffer, selector } => {
             check_buf(&format!("{field}.buffer"), buffer)?;
@@ -248,8 +272,22 @@ impl Simulation {
                 "must be drop_tail or strict_priority (per_vm and shaper are host egress stages)",
             ));
         }
-        let host_q = qdisc("queues.host", &sc.queues.host, reg, &vm_info, &vm_ids)?;
-        let switch_q = qdisc("queues.switch", &sc.queues.switch, reg, &vm_info, &vm_ids)?;
+        let host_q = qdisc(
+            "queues.host",
+            sc.seed,
+            &sc.queues.host,
+            reg,
+            &vm_info,
+            &vm_ids,
+        )?;
+        let switch_q = qdisc(
+            "queues.switch",
+            sc.seed,
+            &sc.queues.switch,
+            reg,
+            &vm_info,
+            &vm_ids,
+        )?;
         let sizes = (sc.packet.mtu_bytes, sc.packet.ack_bytes);
         let channels = net
             .channels

@@ -37,7 +37,9 @@ use crate::config::ChangeCfg;
 use crate::event::{Ev, EventQueue};
 use crate::net::channel::Channel;
 use crate::net::{NetStats, Pkt, QKey};
+use crate::rng::stream;
 use crate::sack::{Ranges, MAX_BLOCKS};
+use rand_pcg::Pcg64Mcg;
 use std::collections::VecDeque;
 
 /// Transport parameters shared by every flow (times in ps).
@@ -58,6 +60,10 @@ pub(crate) struct Params {
     pub(crate) host_fq: u32,
     /// NewReno: Proportional Rate Reduction in recovery, limited transmit before it ([`prr`]).
     pub(crate) prr: bool,
+    /// Mean receiver processing delay of an ACK (ps; 0 = none), see [`receiver`].
+    pub(crate) ack_delay_mean: u64,
+    /// The scenario's seed (the receivers' `ack_delay/<flow id>` streams).
+    pub(crate) seed: u64,
 }
 
 /// What a transport handler may do besides changing its own flow.
@@ -202,6 +208,10 @@ pub(crate) struct Receiver {
     pub(crate) delack_pending: u32,
     pub(crate) delack_gen: u16,
     pub(crate) delack_ts: u64,
+    /// With a receiver processing delay: an ACK is scheduled (the `DelAck` event of `delack_gen`).
+    pub(crate) ack_due: bool,
+    /// The stream of processing delays (only with `ack_delay_mean` > 0).
+    pub(crate) ack_rng: Option<Box<Pcg64Mcg>>,
 }
 
 /// One flow: what it is, its current policy, its sender and its receiver.
@@ -226,6 +236,8 @@ impl Flow {
                 (n, (s - (n - 1) * p.mss) as u32)
             }
         };
+        let ack_rng = (p.ack_delay_mean > 0)
+            .then(|| Box::new(stream(p.seed, &format!("ack_delay/{}", info.id))));
         Flow {
             info,
             policy,
@@ -273,6 +285,8 @@ impl Flow {
                 delack_pending: 0,
                 delack_gen: 0,
                 delack_ts: 0,
+                ack_due: false,
+                ack_rng,
             },
             sub: None,
         }
