@@ -84,6 +84,8 @@ def test_run_returns_tables_samples_and_stats() -> None:
     assert s.cwnd_pkts is not None and s.cwnd_pkts.shape == (2, 20)
     assert res.stats["events"] > 0 and res.stats["packets_sent"] > 0
     assert 50 <= len(calls) <= 110
+    # The first and last reports bracket the event loop (`paccp bench` times the loop between them).
+    assert calls[0] == (0, 20_000_000)
     assert calls[-1] == (20_000_000, 20_000_000)
     assert all(a[0] <= b[0] for a, b in itertools.pairwise(calls))
 

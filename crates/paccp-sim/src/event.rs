@@ -1,12 +1,20 @@
-//! The event queue: integer time, a 4-ary heap and the same-instant order.
+//! The event queue: integer time, a calendar of time buckets and the same-instant order.
 //!
-//! Events are small `Copy` values in a 4-ary min-heap keyed by (time, instant scheduled at, insertion
-//! sequence), so simultaneous events run in the order of the instant they were scheduled at, then in
-//! the order they were scheduled, and every run is deterministic. The key is a strict total order (the
-//! sequence number is unique), so any correct priority queue pops the same sequence. The heap is
-//! 4-ary and stored in 128-byte aligned blocks so that a node's four children are one block (two
-//! cache lines, not three): on a 10,000-host fabric the heap holds tens of thousands of entries (one
-//! per busy channel) and outgrows the caches, so a sift costs about one miss per level below the top.
+//! Events are small `Copy` values keyed by (time, instant scheduled at, insertion sequence), so
+//! simultaneous events run in the order of the instant they were scheduled at, then in the order they
+//! were scheduled, and every run is deterministic. The key is a strict total order (the sequence
+//! number is unique), so any correct priority queue pops the same sequence.
+//!
+//! The queue is a calendar (a timing wheel with an exact order): time is cut into buckets of
+//! `2^shift` ps; a ring of [`SLOTS`] buckets holds the events of the next `SLOTS` buckets as unsorted
+//! lists, the current bucket's events are in a small 4-ary heap ([`heap::Heap`]), and events beyond
+//! the ring wait in a second heap. On a 10,000-host fabric tens of thousands of events are pending (one
+//! per busy channel); one big heap made every pop a sift through levels that were not in cache, while
+//! the current bucket's heap stays small and hot, and a push is an append. The bucket width adapts to
+//! the event rate (about [`TARGET_PER_BUCKET`] events per bucket). The upcoming buckets are also a
+//! look-ahead: the engine prefetches what their events will touch ([`EventQueue::upcoming`]).
+mod heap;
+
 use std::cmp::Ordering;
 
 /// An event.
@@ -76,6 +84,12 @@ impl Ord for Entry {
 }
 
 impl Entry {
+    /// The order key.
+    #[inline(always)]
+    fn key(&self) -> (u64, u64, u64) {
+        (self.t, self.from, self.seq)
+    }
+
     /// Runs before `o`.
     #[inline(always)]
     fn before(&self, o: &Entry) -> bool {
@@ -83,36 +97,67 @@ impl Entry {
     }
 }
 
-/// Children per heap node.
-const ARITY: usize = 4;
-
-/// Four heap slots on their own two cache lines: node `k` lives at position `k + 3`, so the children
-/// of node `k` (nodes `4k+1 ..= 4k+4`, positions `4k+4 ..= 4k+7`) are exactly block `k + 1`. A sift
-/// step then reads one aligned 128-byte block instead of 128 bytes straddling three lines.
-#[derive(Debug, Clone, Copy)]
-#[repr(C, align(128))]
-struct Block([Entry; ARITY]);
-
-/// An unused slot: never before any event, so a sift step may compare all four slots of a block.
-const EMPTY: Entry = Entry {
-    t: u64::MAX,
-    from: u64::MAX,
-    seq: u64::MAX,
-    ev: Ev::Sample,
-};
+/// Buckets in the ring (a power of two).
+const SLOTS: usize = 4096;
+/// The bucket width adapts so that a bucket holds about this many events when it becomes current.
+const TARGET_PER_BUCKET: u64 = 32;
+/// Bucket loads between two checks of the bucket width.
+const ADAPT_EVERY: u64 = 1024;
+/// Bucket width bounds (log2 ps): 256 ps .. about 0.27 s.
+const MIN_SHIFT: u32 = 8;
+const MAX_SHIFT: u32 = 38;
 
 /// The clock and the pending events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct EventQueue {
-    /// A 4-ary min-heap in aligned blocks (see [`Block`]); slots at or past `len` are [`EMPTY`].
-    heap: Vec<Block>,
-    /// Number of pending events.
-    len: usize,
+    /// The events bucket `cur_idx` held when it became current, sorted latest first (popped from the
+    /// end).
+    sorted: Vec<Entry>,
+    /// Events scheduled into the current bucket after it became current.
+    cur: heap::Heap,
+    /// The events of buckets `cur_idx + 1 .. cur_idx + SLOTS`, bucket `i` at slot `i % SLOTS`.
+    ring: Vec<Vec<Entry>>,
+    /// One bit per ring slot: the slot holds events.
+    occupied: Vec<u64>,
+    /// Events in the ring.
+    ring_len: usize,
+    /// Events of buckets at or past `cur_idx + SLOTS`.
+    far: heap::Heap,
+    /// Bucket width (log2 ps).
+    shift: u32,
+    /// The current bucket (time >> shift).
+    cur_idx: u64,
+    /// Bucket width adaptation: buckets loaded and events they held since the last check.
+    loads: u64,
+    loaded: u64,
+    /// A scratch list (re-bucketing).
+    scratch: Vec<Entry>,
     pub(crate) seq: u64,
     /// The current instant (ps).
     pub(crate) now: u64,
     /// The instant the event being handled was scheduled at.
     pub(crate) cur_from: u64,
+}
+
+impl Default for EventQueue {
+    fn default() -> Self {
+        EventQueue {
+            sorted: Vec::new(),
+            cur: heap::Heap::default(),
+            ring: (0..SLOTS).map(|_| Vec::new()).collect(),
+            occupied: vec![0; SLOTS / 64],
+            ring_len: 0,
+            far: heap::Heap::default(),
+            shift: 16,
+            cur_idx: 0,
+            loads: 0,
+            loaded: 0,
+            scratch: Vec::new(),
+            seq: 0,
+            now: 0,
+            cur_from: 0,
+        }
+    }
 }
 
 impl EventQueue {
@@ -137,111 +182,195 @@ impl EventQueue {
         });
     }
 
-    #[inline(always)]
-    fn at(&self, node: usize) -> &Entry {
-        let p = node + ARITY - 1;
-        &self.heap[p / ARITY].0[p % ARITY]
-    }
-
-    #[inline(always)]
-    fn set(&mut self, node: usize, e: Entry) {
-        let p = node + ARITY - 1;
-        self.heap[p / ARITY].0[p % ARITY] = e;
-    }
-
-    /// The earliest event.
+    /// Files an entry in the current heap, its ring slot or the far heap.
     #[inline]
-    pub(crate) fn peek(&self) -> Option<&Entry> {
-        (self.len > 0).then(|| self.at(0))
-    }
-
-    /// The root's children: the second earliest pending event is one of them (slots past the end are
-    /// [`EMPTY`]). For prefetching only.
-    #[inline]
-    pub(crate) fn next_candidates(&self) -> &[Entry] {
-        self.heap.get(1).map_or(&[], |b| &b.0[..])
-    }
-
-    /// Number of pending events.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
     fn push(&mut self, e: Entry) {
-        let mut i = self.len;
-        self.len += 1;
-        let pos = i + ARITY - 1; // node i's position (see `Block`)
-        if pos / ARITY >= self.heap.len() {
-            self.heap.push(Block([EMPTY; ARITY]));
-        }
-        while i > 0 {
-            let parent = (i - 1) / ARITY;
-            let pe = *self.at(parent);
-            if !e.before(&pe) {
-                break;
+        let idx = e.t >> self.shift;
+        if idx <= self.cur_idx {
+            self.cur.push(e);
+        } else if idx - self.cur_idx < SLOTS as u64 {
+            let slot = idx as usize % SLOTS;
+            let b = &mut self.ring[slot];
+            if b.capacity() == 0 {
+                b.reserve(TARGET_PER_BUCKET as usize);
             }
-            self.set(i, pe);
-            i = parent;
+            b.push(e);
+            self.occupied[slot / 64] |= 1 << (slot % 64);
+            self.ring_len += 1;
+        } else {
+            self.far.push(e);
         }
-        self.set(i, e);
+    }
+
+    /// The current bucket is done: [`EventQueue::refill`] must run before the next
+    /// [`EventQueue::peek`].
+    #[inline(always)]
+    pub(crate) fn needs_refill(&self) -> bool {
+        self.sorted.is_empty() && self.cur.len() == 0
+    }
+
+    /// Makes the next non-empty bucket current (no effect if nothing is pending).
+    pub(crate) fn refill(&mut self) {
+        while self.needs_refill() {
+            if self.loads >= ADAPT_EVERY {
+                self.adapt();
+                continue;
+            }
+            if self.ring_len > 0 {
+                self.cur_idx = self.next_occupied();
+            } else if let Some(e) = self.far.peek() {
+                self.cur_idx = e.t >> self.shift;
+            } else {
+                return;
+            }
+            // The ring now reaches one bucket further (or, after a jump, many): bring in what it covers.
+            while let Some(e) = self.far.peek() {
+                if (e.t >> self.shift) - self.cur_idx >= SLOTS as u64 {
+                    break;
+                }
+                let e = self.far.pop().expect("peeked");
+                self.push(e);
+            }
+            // The bucket's list becomes the sorted current list (its memory goes with it: a slot holds
+            // memory only while it holds events, so the ring's footprint follows the pending events,
+            // and the list freed here is the next one allocated, still in cache).
+            let slot = self.cur_idx as usize % SLOTS;
+            let n = self.ring[slot].len();
+            if n > 0 {
+                self.sorted = std::mem::take(&mut self.ring[slot]);
+                self.sorted
+                    .sort_unstable_by_key(|e| std::cmp::Reverse(e.key()));
+                self.occupied[slot / 64] &= !(1 << (slot % 64));
+                self.ring_len -= n;
+            }
+            self.loads += 1;
+            self.loaded += (self.sorted.len() + self.cur.len()) as u64;
+        }
+    }
+
+    /// The first occupied ring bucket after the current one (the ring is not empty).
+    fn next_occupied(&self) -> u64 {
+        let start = (self.cur_idx as usize + 1) % SLOTS;
+        let words = SLOTS / 64;
+        let (w0, b0) = (start / 64, start % 64);
+        let mut w = w0;
+        let mut bits = self.occupied[w] & (u64::MAX << b0);
+        for _ in 0..=words {
+            if bits != 0 {
+                let slot = w * 64 + bits.trailing_zeros() as usize;
+                let dist = (slot + SLOTS - start) % SLOTS;
+                return self.cur_idx + 1 + dist as u64;
+            }
+            w = (w + 1) % words;
+            bits = self.occupied[w];
+        }
+        unreachable!("next_occupied on an empty ring")
+    }
+
+    /// Halves or doubles the bucket width if the last buckets held far more or far fewer events than
+    /// the target, and files every pending event again (the current bucket is empty here).
+    fn adapt(&mut self) {
+        let per = self.loaded / self.loads.max(1);
+        self.loads = 0;
+        self.loaded = 0;
+        let shift = if per > 4 * TARGET_PER_BUCKET && self.shift > MIN_SHIFT {
+            self.shift - 1
+        } else if per * 4 < TARGET_PER_BUCKET && self.shift < MAX_SHIFT {
+            self.shift + 1
+        } else {
+            return;
+        };
+        let mut all = std::mem::take(&mut self.scratch);
+        for slot in 0..SLOTS {
+            all.extend(std::mem::take(&mut self.ring[slot]));
+        }
+        self.far.drain_into(&mut all);
+        self.occupied.fill(0);
+        self.ring_len = 0;
+        self.shift = shift;
+        self.cur_idx = self.now >> shift;
+        for e in all.drain(..) {
+            self.push(e);
+        }
+        self.scratch = all;
+    }
+
+    /// Whether the earliest event is the sorted list's last one (else the late heap's top).
+    #[inline(always)]
+    fn sorted_first(&self) -> bool {
+        match (self.sorted.last(), self.cur.peek()) {
+            (Some(a), Some(b)) => a.before(b),
+            (a, _) => a.is_some(),
+        }
+    }
+
+    /// The earliest event (call [`EventQueue::refill`] first when [`EventQueue::needs_refill`]).
+    #[inline(always)]
+    pub(crate) fn peek(&self) -> Option<&Entry> {
+        if self.sorted_first() {
+            self.sorted.last()
+        } else {
+            self.cur.peek()
+        }
     }
 
     /// Removes and returns the earliest event.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<Entry> {
-        if self.len == 0 {
-            return None;
+        if self.sorted_first() {
+            self.sorted.pop()
+        } else {
+            self.cur.pop()
         }
-        self.len -= 1;
-        let last = *self.at(self.len);
-        self.set(self.len, EMPTY);
-        if self.len == 0 {
-            return Some(last);
-        }
-        let top = *self.at(0);
-        self.sift_down(last);
-        Some(top)
     }
 
-    /// Replaces the earliest event by `e` (one sift instead of a pop and a push; the same order).
+    /// Replaces the earliest event by `e` (the same order as a pop and a push).
     #[inline]
     pub(crate) fn replace_top(&mut self, e: Entry) {
-        self.sift_down(e);
+        self.pop();
+        self.push(e);
     }
 
-    /// Puts `e` at the root's place and moves it down to where it belongs.
+    /// The `k`-th event after the earliest one in the current bucket's sorted list (`k >= 1`; an
+    /// event scheduled into the bucket later may come before it). For prefetching only.
+    #[inline(always)]
+    pub(crate) fn ahead(&self, k: usize) -> Option<&Entry> {
+        let n = self.sorted.len();
+        (n > k).then(|| &self.sorted[n - 1 - k])
+    }
+
+    /// The events of the `k`-th bucket after the current one (unsorted; `0 < k < SLOTS`). For
+    /// prefetching only.
     #[inline]
-    fn sift_down(&mut self, e: Entry) {
-        let n = self.len;
-        let mut i = 0;
-        loop {
-            if ARITY * i + 1 >= n {
-                break;
-            }
-            // Node i's children are block i + 1; unused slots are EMPTY and never win.
-            let b = &self.heap[i + 1].0;
-            let mut best = 0;
-            for c in 1..ARITY {
-                if b[c].before(&b[best]) {
-                    best = c;
-                }
-            }
-            if !b[best].before(&e) {
-                break;
-            }
-            let child = ARITY * i + 1 + best;
-            let be = b[best];
-            self.set(i, be);
-            i = child;
-        }
-        self.set(i, e);
+    pub(crate) fn upcoming(&self, k: usize) -> &[Entry] {
+        &self.ring[(self.cur_idx as usize + k) % SLOTS]
+    }
+
+    /// The events of the current bucket (in heap order). For prefetching only.
+    #[inline]
+    pub(crate) fn current(&self) -> impl Iterator<Item = &Entry> {
+        self.sorted.iter().chain(self.cur.entries())
+    }
+
+    /// Number of pending events.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.sorted.len() + self.cur.len() + self.ring_len + self.far.len()
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl EventQueue {
+        /// Pops the earliest event, refilling the current bucket first.
+        fn next(&mut self) -> Option<Entry> {
+            if self.needs_refill() {
+                self.refill();
+            }
+            self.pop()
+        }
+    }
 
     #[test]
     fn events_and_entries_stay_small() {
@@ -269,10 +398,13 @@ mod tests {
                 q.schedule_from(from, t, Ev::Sample);
                 plain.push((t, from, q.seq));
             } else if r % 2 == 0 {
-                let e = q.pop().expect("non-empty");
+                let e = q.next().expect("non-empty");
                 plain.sort_unstable();
                 assert_eq!((e.t, e.from, e.seq), plain.remove(0), "step {step}");
             } else {
+                if q.needs_refill() {
+                    q.refill();
+                }
                 let top = *q.peek().expect("non-empty");
                 plain.sort_unstable();
                 assert_eq!((top.t, top.from, top.seq), plain.remove(0));
@@ -290,6 +422,58 @@ mod tests {
     }
 
     #[test]
+    fn the_calendar_pops_in_key_order_across_buckets_jumps_and_width_changes() {
+        // A clock that follows the popped events, delays from 0 to far past the ring (the far heap, jumps
+        // over empty time) and phases of dense and sparse traffic (the bucket width adapts both ways),
+        // against a reference heap.
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let mut q = EventQueue::default();
+        let mut plain: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
+        let mut x: u64 = 7;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        let (mut shifts, mut popped) = (std::collections::BTreeSet::new(), 0u64);
+        for step in 0..400_000u64 {
+            let dense = (step / 50_000) % 2 == 0;
+            let r = next();
+            if r % 2 == 0 || plain.is_empty() {
+                let d = match next() % 10 {
+                    0 => 0,
+                    1..=6 if dense => next() % 20_000,
+                    1..=6 => next() % 5_000_000,
+                    7 | 8 => next() % 2_000_000_000,
+                    _ => next() % 1_000_000_000_000,
+                };
+                let t = q.now + d;
+                let from = t.saturating_sub(next() % 3).max(q.now);
+                q.schedule_from(from, t, Ev::Sample);
+                plain.push(Reverse((t, from, q.seq)));
+            } else {
+                let e = q.next().expect("non-empty");
+                q.now = e.t;
+                popped += 1;
+                shifts.insert(q.shift);
+                assert_eq!(
+                    Some(Reverse((e.t, e.from, e.seq))),
+                    plain.pop(),
+                    "step {step}"
+                );
+            }
+            assert_eq!(q.len(), plain.len());
+        }
+        assert!(popped > 150_000);
+        assert!(
+            shifts.len() > 2,
+            "the bucket width never changed: {shifts:?}"
+        );
+    }
+
+    #[test]
     fn same_instant_events_run_by_scheduling_instant_then_order() {
         let mut q = EventQueue {
             now: 5,
@@ -299,7 +483,7 @@ mod tests {
         q.schedule_from(3, 10, Ev::Rto { flow: 1 }); // from 3: runs first
         q.schedule(10, Ev::Rto { flow: 2 }); // from 5, seq 3
         q.schedule(9, Ev::Rto { flow: 3 }); // earlier time
-        let order: Vec<Ev> = std::iter::from_fn(|| q.pop().map(|e| e.ev)).collect();
+        let order: Vec<Ev> = std::iter::from_fn(|| q.next().map(|e| e.ev)).collect();
         assert_eq!(
             order,
             vec![

@@ -1,7 +1,7 @@
 //! PACCP simulation engine: a deterministic packet-level datacenter simulator with the PACCP
 //! congestion-control law. Input and output are the JSON documents of `docs/engine-contract.md`.
 //!
-//! Module map: [`event`] (the clock, the heap, the same-instant order), [`net`] (packets, channels,
+//! Module map: [`event`] (the clock, the calendar queue, the same-instant order), [`net`] (packets, channels,
 //! queue disciplines), [`host`] (the host egress stage: per-VM queues with a packet selector,
 //! token-bucket shapers), [`transport`] (TCP sender, receiver, SACK recovery, delayed ACK, RTO),
 //! [`cc`] (the congestion-control trait, one file per algorithm), [`workload`] (arrivals),

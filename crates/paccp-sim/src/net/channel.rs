@@ -25,7 +25,7 @@ pub(crate) struct InPipe {
 
 /// Runtime state of one channel. Laid out by use, one 64-byte line each: what every hop touches
 /// (the pipe, the serialiser), what admission and departures touch (limits, counters), and the cold
-/// rest (waiters, the scheduled discipline); a 10,000-host fabric has 44,000 channels, so a hop's cost
+/// rest (waiters, the scheduled discipline); a 10,000-host fabric has 24,000 channels, so a hop's cost
 /// is mostly the cache lines it touches.
 #[derive(Debug)]
 #[repr(C, align(64))]

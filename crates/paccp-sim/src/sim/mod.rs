@@ -4,7 +4,7 @@
 //!
 //! One event per packet hop: a FIFO drop-tail channel fixes a packet's serialisation end when it
 //! accepts it, so only the arrival at the far end is an event, and each channel has at most one such
-//! event in the heap (its pipe's head). Packets are `Copy` structs held in the channels' pipes; a route
+//! event pending (its pipe's head). Packets are `Copy` structs held in the channels' pipes; a route
 //! is a slice of channel indices precomputed per flow.
 mod build;
 
@@ -127,7 +127,16 @@ impl Simulation {
         let step = (self.duration / 100).max(1);
         let mut next_report = step;
         let mut last_t = 0;
-        while let Some(&e) = self.q.peek() {
+        // A report at the start: with the one at the end, it brackets the event loop (a caller may time it).
+        if let Some(cb) = progress.as_mut() {
+            cb(0, total_ns).map_err(EngineError::Aborted)?;
+        }
+        loop {
+            if self.q.needs_refill() {
+                self.q.refill();
+                self.prefetch_bucket();
+            }
+            let Some(&e) = self.q.peek() else { break };
             if e.t > self.duration {
                 break;
             }
@@ -141,15 +150,15 @@ impl Simulation {
             self.q.cur_from = e.from;
             last_t = e.t;
             self.events += 1;
-            // The hot path: a hop whose channel has another packet in its pipe reuses the heap's top
-            // entry for that packet's arrival (one sift instead of a pop and a push). Same order and
-            // sequence numbers as a pop and a push.
+            // The hot path: a hop whose channel has another packet in its pipe schedules that packet's
+            // arrival in place of the event being handled (the same order and sequence numbers as a
+            // pop and a push).
             if let Ev::Hop { ch } = e.ev {
                 let Some((pkt, next)) = self.channels[ch as usize].pop_head(e.t) else {
                     self.q.pop();
                     continue;
                 };
-                // Start fetching the packet's next channel now: the heap sift below then overlaps
+                // Start fetching the packet's next channel now: the queue work below then overlaps
                 // that cache miss instead of waiting for it in `arrive`.
                 let to = self.routes[pkt.pos as usize + 1];
                 if to != ROUTE_END {
@@ -206,15 +215,24 @@ impl Simulation {
         Ok(out)
     }
 
-    /// Starts fetching what the next two hops will read while this packet is forwarded (on a large
-    /// fabric a channel and its pipe are rarely in cache): the next event's pipe head (its channel
-    /// was fetched one event ago, as a candidate), and the channels of the root's children, one of
-    /// which holds the event after it. No effect on results.
+    /// Starts fetching what the next hops will read while this packet is forwarded (on a large fabric
+    /// a channel and its pipe are rarely in cache), along the current bucket's sorted events: the
+    /// channel of the hop three events ahead, the pipe head of the one two ahead (its channel was
+    /// fetched one event ago), and the next event's pipe head and queue head. No effect on results.
     #[inline(always)]
     fn prefetch_next(&self) {
-        for c in self.q.next_candidates() {
-            if let Ev::Hop { ch } = c.ev {
-                prefetch(&self.channels[ch as usize]);
+        if let Some(&Entry {
+            ev: Ev::Hop { ch }, ..
+        }) = self.q.ahead(3)
+        {
+            prefetch(&self.channels[ch as usize]);
+        }
+        if let Some(&Entry {
+            ev: Ev::Hop { ch }, ..
+        }) = self.q.ahead(2)
+        {
+            if let Some(h) = self.channels[ch as usize].pipe.front() {
+                prefetch_span(h);
             }
         }
         if let Some(&Entry {
@@ -231,9 +249,29 @@ impl Simulation {
         }
     }
 
+    /// A new bucket of events became current: start fetching the channels of the next bucket's hops
+    /// and the pipe heads of this bucket's (their channels were fetched one bucket ago), so that by
+    /// the time a hop runs its channel and packet are in cache. No effect on results.
+    #[inline]
+    fn prefetch_bucket(&self) {
+        for e in self.q.upcoming(1) {
+            if let Ev::Hop { ch } = e.ev {
+                prefetch(&self.channels[ch as usize]);
+            }
+        }
+        for e in self.q.current() {
+            if let Ev::Hop { ch } = e.ev {
+                let c = &self.channels[ch as usize];
+                if let Some(h) = c.pipe.front() {
+                    prefetch_span(h);
+                }
+            }
+        }
+    }
+
     fn handle(&mut self, ev: Ev) {
         match ev {
-            // `run` handles every hop in place on the heap's top entry; it never gets here.
+            // `run` handles every hop itself; it never gets here.
             Ev::Hop { .. } => unreachable!("hop events are handled by Simulation::run"),
             Ev::TxEnd { ch } => {
                 let c = &mut self.channels[ch as usize];
