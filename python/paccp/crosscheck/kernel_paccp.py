@@ -82,7 +82,7 @@ def run_kernel(rate_bps: int, duration_s: int, omit_s: int, out: Path, two_way: 
 
 def engine_spec(rate_bps: int, duration_s: float, two_way: bool, seed: int) -> dict[str, Any]:
     """The twin as a scenario (:mod:`paccp.scenario` schema)."""
-    from paccp.datapath.testbed import FRAME_BYTES, SIM_TRANSPORT, START_SPREAD_MS, queue_bytes
+    from paccp.datapath.testbed import FRAME_BYTES, SIM_CC, SIM_TRANSPORT, START_SPREAD_MS, queue_bytes
 
     rng = random.Random(seed)
     q = queue_bytes(rate_bps)
@@ -112,7 +112,7 @@ def engine_spec(rate_bps: int, duration_s: float, two_way: bool, seed: int) -> d
             "sample_interval": "10ms",
         },
         "transport": dict(SIM_TRANSPORT),
-        "cc": {"kind": "paccp", "rcos": 3.0, "min_cwnd": 2.0},
+        "cc": dict(SIM_CC),
         "topology": {"kind": "explicit", "nodes": nodes, "links": links, "nic_buffer": f"{10 * q}B"},
         "routing": {"kind": "ecmp"},
         "vms": vms,

@@ -500,6 +500,8 @@ SIM_TRANSPORT: dict[str, Any] = {
     "ack_delay": f"{ACK_DELAY_NS}ns",
     "sack": True,
 }
+# The twins' congestion control: the datapath's PACCP law with its loader defaults.
+SIM_CC: dict[str, Any] = {"kind": "paccp", "rcos": 3.0, "min_cwnd": 2.0}
 # The testbed starts its nine iperf3 clients one after another (``_run_flows``; a few ms apart, recorded as
 # ``client_start_offsets_ms``). The simulation draws each flow's start uniformly in [0, START_SPREAD_MS):
 # started at the same instant, the three mirror-symmetric leaves stay in lockstep (identical drops on every
@@ -551,7 +553,7 @@ def fig7_scenario(
             "sample_flows": "long_lived",
         },
         "transport": dict(SIM_TRANSPORT if transport is None else transport),
-        "cc": {"kind": "paccp", "rcos": 3.0, "min_cwnd": 2.0},
+        "cc": dict(SIM_CC),
         "topology": {"kind": "explicit", "nodes": nodes, "links": links, "nic_buffer": f"{10 * q}B"},
         "routing": {"kind": "ecmp"},
         "vms": [
