@@ -50,7 +50,10 @@ def test_ds_gets_more_than_be(loaded: None, tmp_path: Path) -> None:
 
 def test_mrg_holds_theta_against_three_be(loaded: None, tmp_path: Path) -> None:
     specs = [FlowSpec("BE", 0, 1.0)] * 3 + [FlowSpec("MRG", 40_000_000, 1.0)]
-    res = testbed.run_dumbbell(specs, RATE, 4, tmp_path)
+    # 8 s with the first 2 s left out: over a 3 s window (4 s run, 1 s omitted) MRG measured 35.8-54.5 Mbit/s
+    # in 20 quiet runs, and 35.2 once in CI, whenever one BE flow caught a burst of the others' losses and ran
+    # at 30 Mbit/s for a while; 10 runs measured over 6 s gave 37.3-44.4. The bound below is unchanged.
+    res = testbed.run_dumbbell(specs, RATE, 8, tmp_path, omit_s=2)
     mrg = res["flows"][3]["measured_bps"]
     be = [f["measured_bps"] for f in res["flows"][:3]]
     # fair share without theta would be 25 Mbit/s; the guarantee is 40
