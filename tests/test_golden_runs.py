@@ -5,6 +5,10 @@ Runs ``paccp run scenarios/dumbbell.toml``, ``paccp reproduce fig4a fig4c fig5 -
 directories with ``tests/golden/run_digests.json``. Normalised before hashing:
 
 - wall-clock fields (``wall_s``, ``wall_s_points``) are removed from JSON files;
+- floats in JSON files are rounded to 9 significant digits: the optimum and the normalised utilities go
+  through numpy/OpenBLAS, whose kernels are chosen by the CPU (the same run gave 3250000000.000002 with
+  OpenBLAS's SkylakeX kernels and 3250000000.0 with its Zen ones); the engine's own outputs (CSV/Parquet,
+  counts) are compared to the bit;
 - the sweep cache's file names (they hash the engine's source, which changes with every edit) are
   replaced by the digests of their contents;
 - PNG plots are left out: their bytes depend on the matplotlib/freetype build, not on the engine, and
@@ -44,11 +48,21 @@ def _strip_wall_clock(doc: Any) -> Any:
     return doc
 
 
+def _round_floats(doc: Any) -> Any:
+    if isinstance(doc, float):
+        return float(f"{doc:.9g}")
+    if isinstance(doc, dict):
+        return {k: _round_floats(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_round_floats(v) for v in doc]
+    return doc
+
+
 def file_digest(path: Path) -> str:
-    """sha256 of a file; JSON without wall-clock fields (canonical form)."""
+    """sha256 of a file; JSON without wall-clock fields, floats to 9 significant digits (canonical form)."""
     data = path.read_bytes()
     if path.suffix == ".json":
-        doc = _strip_wall_clock(json.loads(data))
+        doc = _round_floats(_strip_wall_clock(json.loads(data)))
         data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(data).hexdigest()
 
