@@ -47,6 +47,10 @@ def test_table3_shares_within_15_percent() -> None:
     row_bad = dict(row, wc=(70.0, 70.0, 70.0), bg=(300.0, 199.0, 99.0))
     assert _holds(mc.checks_table3([row_bad])) == [False, False]
     assert mc.proportional_shares([62, 31, 31], [5, 2, 2])[0] == (0.5, 5 / 9)
+    # with the spare given: WC subflows that stall together keep their shares but fail the spare check
+    assert _holds(mc.checks_table3([dict(row, spare_mbps=260.0)])) == [True, True, True]
+    stalled = dict(row, wc=(62.0, 25.0, 12.5), spare_mbps=260.0)
+    assert _holds(mc.checks_table3([stalled])) == [True, True, False]
 
 
 def test_fair_with_and_without_policy() -> None:

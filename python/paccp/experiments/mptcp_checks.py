@@ -67,7 +67,9 @@ def checks_table3(
     rows: Sequence[Mapping[str, Any]],
 ) -> list[dict[str, Any]]:
     """mptcp-table3: per row, every VM's WC share within 15 % (relative) of A_l / sum A_l, and every BG at
-    or above 95 % of its guarantee. A row is ``{"name", "levels", "wc", "paper_wc", "bg", "guarantee"}``."""
+    or above 95 % of its guarantee. A row is ``{"name", "levels", "wc", "paper_wc", "bg", "guarantee"}``;
+    with ``spare_mbps`` (the link's payload rate minus the BG rates) also: the WC subflows take >= 80 % of
+    it (shares alone would hide WC subflows that stall together)."""
     out = []
     for r in rows:
         shares = proportional_shares(r["wc"], r["levels"])
@@ -90,6 +92,16 @@ def checks_table3(
                 min(low) >= 1 - BG_TOLERANCE,
             )
         )
+        if "spare_mbps" in r:
+            taken, spare = sum(r["wc"]), float(r["spare_mbps"])
+            out.append(
+                check(
+                    f"{r['name']}: the spare capacity is taken by the WC subflows (>= 80 % of it)",
+                    "taken",
+                    f"{taken:.0f} of {spare:.0f} Mb/s",
+                    spare <= 0 or taken >= 0.8 * spare,
+                )
+            )
     return out
 
 

@@ -3,7 +3,12 @@
 //! stage in front of a drop-tail queue (one per level of a strict-priority discipline).
 //!
 //! At each arrival the average queue (packets) is updated, `avg = (1 - w_q) avg + w_q q`; after an
-//! idle period of `m` packet times it decays as `(1 - w_q)^m avg` (the paper's section 11). Below
+//! idle period of `m` packet times it decays as `(1 - w_q)^m avg` (the paper's section 11); an arrival
+//! dropped at an empty queue leaves it idle, so the idle period restarts at it (as the paper's
+//! pseudo-code, which decays at every arrival to an empty queue, and Linux's `sch_red`, whose dequeue
+//! finds the queue empty again). Without that, a level whose average stands above `max_th` when its
+//! senders back off would decay by only `w_q` per (retransmitted) arrival and drop them all for seconds.
+//! Below
 //! `min_th` nothing is dropped; between `min_th` and `max_th` the drop probability rises linearly to
 //! `max_p`; above `max_th` every arrival is dropped (gentle: from `max_th` to `2 max_th` the
 //! probability rises from `max_p` to 1, above it every arrival is dropped).
@@ -93,6 +98,7 @@ impl Red {
             c.max_p + (1.0 - c.max_p) * (self.avg - c.max_th) / c.max_th
         } else {
             self.count = 0;
+            self.idle_after_drop(queued, now);
             return false;
         };
         self.count += 1;
@@ -104,9 +110,17 @@ impl Red {
         };
         if self.rng.gen::<f64>() < p_a {
             self.count = 0;
+            self.idle_after_drop(queued, now);
             return false;
         }
         true
+    }
+
+    /// An arrival at an empty queue was dropped: the queue stays idle from `now`.
+    fn idle_after_drop(&mut self, queued: usize, now: u64) {
+        if queued == 0 {
+            self.idle_since = Some(now);
+        }
     }
 
     /// The queue became empty at `now`.
@@ -191,5 +205,37 @@ mod tests {
         };
         assert_eq!(run(5), run(5));
         assert_ne!(run(5), run(6));
+    }
+
+    #[test]
+    fn arrivals_dropped_at_an_empty_queue_keep_the_idle_decay() {
+        // average far above max_th, then the queue empties; the first arrival is dropped, later ones
+        // come 1,000 packet times apart (senders in timeout back-off): the idle time decays the average
+        // within a few arrivals, where the per-arrival update alone would need ~ln(avg / max_th) / w_q =
+        // 900 of them
+        let mut r = Red::new(
+            RedCfg {
+                gentle: false,
+                ..FLOYD
+            },
+            1,
+            "t",
+        );
+        for i in 0..5_000 {
+            r.admit(100, i * 12, 12);
+        }
+        assert!(r.avg() > 90.0, "{}", r.avg());
+        let idle = 5_000 * 12;
+        r.went_idle(idle);
+        assert!(
+            !r.admit(0, idle + 12 * 10, 12),
+            "10 packet times idle: still far above max_th"
+        );
+        let passed = (1..=20).position(|k| r.admit(0, idle + 12 * 10 + k * 12_000, 12));
+        assert!(
+            matches!(passed, Some(k) if k < 5),
+            "{passed:?}, avg {}",
+            r.avg()
+        );
     }
 }
