@@ -302,7 +302,6 @@ impl Flow {
                 } else if !sack && p.prr {
                     // RFC 6582 step 3 (as ns-3): a partial ACK retransmits the new first unacknowledged
                     // segment at once (counted in PRR's prr_out); PRR bounds the new data.
-                    s.reno.head_marked = true;
                     s.reno.head_lost = false;
                     let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
                     let ss = s.win.ssthresh;
@@ -384,15 +383,12 @@ impl Flow {
 impl Flow {
     /// A duplicate ACK without SACK, with PRR: counted as one delivered segment; the third one starts a
     /// recovery (unless `snd_una` is still below the last recovery point, RFC 6582's careful variant),
-    /// so does any one finding the first segment presumed lost ([`RenoSacks`]); the others send what
-    /// PRR (in recovery) or limited transmit (before it) allows.
+    /// the others send what PRR (in recovery) or limited transmit (before it) allows.
     fn reno_prr_dupack(&mut self, idx: u32, cx: &mut Ctx<'_>) {
         let p = cx.p;
         let s = &mut self.snd;
-        // ns-3's RFC 6675 step (2): a first segment already presumed lost starts a recovery at once.
-        let lost_head = s.reno.head_is_lost();
         let delivered = s.reno.on_dupack(s.snd_nxt - s.snd_una);
-        if !s.in_recovery && (s.dupacks == p.dupthresh && s.snd_una >= s.recover || lost_head) {
+        if !s.in_recovery && s.dupacks == p.dupthresh && s.snd_una >= s.recover {
             let ctx = self.cc_ctx(cx.now(), p.mss);
             let s = &mut self.snd;
             let prior = s.win.cwnd;
@@ -401,7 +397,6 @@ impl Flow {
             s.in_recovery = true;
             s.prr = Prr::start(prior);
             s.reno.head_lost = true;
-            s.reno.head_marked = true;
             let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
             let ss = s.win.ssthresh;
             s.prr.on_ack(delivered.max(1), pipe, ss, false);
