@@ -103,6 +103,50 @@ fn mrg_flow_stays_above_theta_against_three_be_flows() {
     assert_eq!(wmin[1][10].as_f64().unwrap(), 0.0);
 }
 
+/// The cross-check's `pair` (README, cross-check section): the second flow's start costs the first a
+/// burst of losses; a segment it sends during that recovery is lost too, and the ACK ending the recovery
+/// points at it with every later segment already duplicate-ACKed, so no third duplicate ACK can come.
+/// ns-3's kept duplicate-ACK marks repair it at once (both flows 14.6 ms); forgetting them at the end of
+/// the recovery waited for the 200 ms timer (213 ms).
+#[test]
+fn newreno_repairs_a_segment_lost_in_its_recovery_without_the_timer() {
+    let mut s = dumbbell(2, 10_000_000_000, 100);
+    s["cc"] = json!({"kind": "reno", "min_cwnd_pkts": 1.0});
+    s["packet"] = json!({"mtu_bytes": 1502, "header_bytes": 54, "ack_bytes": 54});
+    s["transport"]["min_rto_ns"] = json!(200_000_000u64);
+    s["transport"]["initial_rto_ns"] = json!(1_000_000_000u64);
+    s["topology"]["access_link"] = json!({"rate_bps": 40_000_000_000u64, "delay_ns": 1_000,
+                                           "buffer": {"packets": 100}});
+    s["topology"]["bottleneck_link"]["delay_ns"] = json!(10_000);
+    s["topology"]["nic_buffer"] = json!({"packets": 100});
+    s["duration_ns"] = json!(300_000_000u64);
+    let mut a = flow("a", "l0", "r0", 0, 1.0);
+    a["size_bytes"] = json!(10_000_000);
+    let mut b = flow("b", "l1", "r1", 0, 1.0);
+    b["size_bytes"] = json!(10_000_000);
+    b["start_ns"] = json!(2_000_000);
+    s["flows"] = json!([a, b]);
+    let out = run(&s);
+    let fct: Vec<u64> = (0..2)
+        .map(|i| {
+            let f = &out["flows"];
+            f["finish_ns"][i].as_u64().expect("finished") - f["start_ns"][i].as_u64().unwrap()
+        })
+        .collect();
+    let timeouts: u64 = col(&out, "flows", "timeouts")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let drops: u64 = col(&out, "channels", "drops")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    eprintln!("FCT {fct:?} ns, timeouts {timeouts}, drops {drops}");
+    assert!(drops > 100, "the run must exercise a burst of losses");
+    assert_eq!(timeouts, 0);
+    assert!(fct.iter().all(|&t| t < 30_000_000), "FCT {fct:?} ns");
+}
+
 #[test]
 fn finite_flows_complete_exactly_despite_losses_and_timeouts() {
     let mut s = dumbbell(4, 1_000_000_000, 4);

@@ -10,7 +10,8 @@
 //! - The sender ([`sender`]): fast retransmit after `dupack_threshold` duplicate ACKs, then NewReno
 //!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675); with `prr` (the default, as
 //!   Linux and ns-3) what a NewReno recovery sends is bounded by Proportional Rate Reduction ([`prr`],
-//!   RFC 6937) instead of RFC 6582's window inflation (the SACK recovery keeps RFC 6675's pipe < cwnd);
+//!   RFC 6937) instead of RFC 6582's window inflation (the SACK recovery keeps RFC 6675's pipe < cwnd),
+//!   and its duplicate-ACK marks outlive the recovery as ns-3's do ([`prr::RenoSacks`]);
 //!   RTO per RFC 6298 with exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
 //!   ([`crate::cc`]).
 //!

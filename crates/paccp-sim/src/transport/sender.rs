@@ -139,6 +139,18 @@ impl Flow {
             let wnd = (s.win.cwnd.floor().max(1.0) as u64)
                 .saturating_add(if s.in_recovery { s.inflate } else { 0 })
                 .saturating_add(left);
+            // NewReno with PRR: a first unacknowledged segment presumed lost outside a recovery (ns-3's
+            // NextSeg rule 1, see [`RenoSacks`]) goes first; it is not in flight.
+            if cx.p.prr && !cx.p.sack && s.reno.head_lost {
+                if s.snd_nxt - s.snd_una >= wnd.saturating_add(1) {
+                    break;
+                }
+                s.reno.head_lost = false;
+                let u = s.snd_una;
+                s.reno.note_rtx(cx.now(), u);
+                self.send_segment(idx, u, cx);
+                continue;
+            }
             if s.snd_nxt >= s.nsegs || s.snd_nxt - s.snd_una >= wnd || !self.nic_room(idx, cx) {
                 break;
             }
@@ -276,7 +288,8 @@ impl Flow {
             let mut retransmit = false;
             // NewReno with PRR: the segments this ACK delivered (PRR's DeliveredData).
             let delivered = if p.prr && !sack {
-                s.reno.on_cum_ack(newly)
+                s.reno.check_rtx(pkt.ts, ack);
+                s.reno.on_cum_ack(newly, s.snd_nxt - s.snd_una)
             } else {
                 newly
             };
@@ -284,11 +297,12 @@ impl Flow {
                 if ack >= s.recover {
                     s.in_recovery = false;
                     s.inflate = 0;
-                    s.reno = RenoSacks::default();
+                    // NewReno: the duplicate-ACK marks stay (ns-3), see [`RenoSacks`].
                     s.win.cwnd = s.win.ssthresh;
                 } else if !sack && p.prr {
                     // RFC 6582 step 3 (as ns-3): a partial ACK retransmits the new first unacknowledged
                     // segment at once (counted in PRR's prr_out); PRR bounds the new data.
+                    s.reno.head_lost = false;
                     let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
                     let ss = s.win.ssthresh;
                     s.prr.on_ack(delivered, pipe, ss, false);
@@ -333,6 +347,9 @@ impl Flow {
             }
             self.try_send(idx, cx);
         } else if ack == s.snd_una && s.snd_nxt > s.snd_una {
+            if !sack && p.prr && s.reno.spurious_dupack(pkt.ts) {
+                return; // the receiver had the segment: nothing left the network
+            }
             s.dupacks += 1;
             if sack {
                 if s.in_recovery {
