@@ -10,6 +10,7 @@
 //! its waiting packets there; the pipe then holds at most the packet being serialised plus the wire,
 //! and an [`Ev::TxEnd`] at the end of each serialisation (or when a shaper's bucket refills) asks the
 //! discipline for the next packet.
+use super::pipe::Pipe;
 use super::qdisc::Sched;
 use super::{NetStats, Pkt, QKey};
 use crate::event::{Ev, EventQueue};
@@ -23,40 +24,52 @@ pub(crate) struct InPipe {
     pub(crate) pkt: Pkt,
 }
 
+impl InPipe {
+    /// A placeholder (free ring slots).
+    pub(crate) const EMPTY: InPipe = InPipe {
+        done: 0,
+        pkt: Pkt::EMPTY,
+    };
+}
+
 /// Runtime state of one channel. Laid out by use, one 64-byte line each: what every hop touches
-/// (the pipe, the serialiser), what admission and departures touch (limits, counters), and the cold
-/// rest (waiters, the scheduled discipline); a 10,000-host fabric has 24,000 channels, so a hop's cost
-/// is mostly the cache lines it touches.
+/// (the pipe, the serialiser, whether a discipline is in front), what admission touches (limits,
+/// serialisation times, counters written per accepted packet), and the cold rest (waiters, drops);
+/// a 10,000-host fabric has 24,000 channels, so a hop's cost is mostly the cache lines it touches:
+/// the channel a packet leaves reads line 1 only, the channel it enters lines 1 and 2.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct Channel {
     // Line 1: every hop.
-    pub(crate) pipe: VecDeque<InPipe>,
+    pub(crate) pipe: Pipe,
+    /// End of the last accepted packet's serialisation (the `done` of the pipe's last packet).
+    pub(crate) busy_until: u64,
+    /// Bytes in the queue part of the pipe (the packet being serialised included).
+    pub(crate) bytes: u64,
+    pub(crate) delay: u64,
+    /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail).
+    pub(crate) sched: Option<Box<Sched>>,
     pub(crate) on_wire: u32,
     /// Never drops (a host NIC queue under host backpressure: data is gated before it).
     pub(crate) lossless: bool,
     /// A [`Ev::NicRoom`] event is scheduled.
     pub(crate) wake_pending: bool,
-    /// Bytes in the queue part of the pipe (the packet being serialised included).
-    pub(crate) bytes: u64,
-    /// End of the last accepted packet's serialisation.
-    pub(crate) busy_until: u64,
-    pub(crate) delay: u64,
-    // Line 2: admission and departures.
-    pub(crate) tx_bytes: u64,
+    // Line 2: admission.
+    pub(crate) limit_pkts: u64,
+    pub(crate) limit_bytes: u64,
     /// Serialisation times of the two common sizes: (MTU, ACK).
     pub(crate) tx_mtu: (u64, u64),
     pub(crate) tx_ack: (u64, u64),
-    pub(crate) limit_pkts: u64,
-    pub(crate) limit_bytes: u64,
     pub(crate) max_queue_bytes: u64,
+    /// Bytes of every packet that entered the pipe (`tx_bytes` is this minus `bytes` at the end).
+    acc_bytes: u64,
     // Line 3: the rest.
+    /// Bytes serialised (set by [`Channel::finish`] at the end of the run).
+    pub(crate) tx_bytes: u64,
     pub(crate) drops: u64,
     pub(crate) rate_bps: u64,
     /// Flows waiting for room in this (host NIC) queue, served in turn (round-robin, one segment each).
     pub(crate) waiters: VecDeque<u32>,
-    /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail).
-    pub(crate) sched: Option<Box<Sched>>,
     /// Scheduled discipline: the time of the pending [`Ev::TxEnd`] of a shaper wait (0 = none).
     pub(crate) wait_at: u64,
 }
@@ -66,7 +79,7 @@ impl Channel {
     pub(crate) fn new(rate: Bps, delay_ps: u64, limits: (u64, u64), sizes: (u64, u64)) -> Channel {
         let tx = |size: u64| (size, rate.tx_time(Bytes(size)).0);
         Channel {
-            pipe: VecDeque::new(),
+            pipe: Pipe::default(),
             on_wire: 0,
             bytes: 0,
             busy_until: 0,
@@ -77,6 +90,7 @@ impl Channel {
             limit_pkts: limits.0,
             limit_bytes: limits.1,
             tx_bytes: 0,
+            acc_bytes: 0,
             drops: 0,
             max_queue_bytes: 0,
             waiters: VecDeque::new(),
@@ -91,17 +105,33 @@ impl Channel {
     /// returns the end time of the last one moved (0 if none).
     #[inline]
     pub(crate) fn advance(&mut self, until: u64) -> u64 {
+        if self.busy_until <= until {
+            // Every packet's serialisation has ended (the last one's is `busy_until`): no need to read
+            // the queue's packets, which on a large fabric are rarely in cache.
+            if (self.on_wire as usize) < self.pipe.len() {
+                self.on_wire = self.pipe.len() as u32;
+                self.bytes = 0;
+                return self.busy_until;
+            }
+            return 0;
+        }
         let mut last = 0;
         while let Some(p) = self.pipe.get(self.on_wire as usize) {
             if p.done > until {
                 break;
             }
-            let size = p.pkt.size as u64;
             last = p.done;
-            self.bytes -= size;
-            self.tx_bytes += size;
+            self.bytes -= p.pkt.size as u64;
             self.on_wire += 1;
         }
+        last
+    }
+
+    /// The end of the run at `end`: moves what has been serialised by then to the wire and sets
+    /// `tx_bytes`; returns the end time of the last packet moved (0 if none).
+    pub(crate) fn finish(&mut self, end: u64) -> u64 {
+        let last = self.advance(end);
+        self.tx_bytes = self.acc_bytes - self.bytes;
         last
     }
 
@@ -130,7 +160,6 @@ impl Channel {
         } else {
             // Zero propagation delay: its serialisation ends at this very instant.
             self.bytes -= pkt.size as u64;
-            self.tx_bytes += pkt.size as u64;
         }
         let next = self.pipe.front().map(|n| (n.done, n.done + self.delay));
         Some((pkt, next))
@@ -205,6 +234,7 @@ impl Channel {
         let done = self.busy_until.max(now) + self.tx_time(size);
         self.busy_until = done;
         self.bytes += size;
+        self.acc_bytes += size;
         self.max_queue_bytes = self.max_queue_bytes.max(self.bytes);
         let head = self.pipe.is_empty();
         self.pipe.push_back(InPipe { done, pkt });
@@ -230,6 +260,7 @@ impl Channel {
                 let done = now + self.tx_time(size);
                 self.busy_until = done;
                 self.bytes += size;
+                self.acc_bytes += size;
                 let head = self.pipe.is_empty();
                 self.pipe.push_back(InPipe { done, pkt });
                 if head {

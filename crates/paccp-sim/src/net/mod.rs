@@ -2,6 +2,7 @@
 //! serialiser and a propagation pipe) and the queue disciplines. Topologies and routes are
 //! [`crate::topo`].
 pub(crate) mod channel;
+mod pipe;
 pub mod qdisc;
 pub mod red;
 
@@ -27,6 +28,20 @@ pub struct Pkt {
     pub ts: u64,
     /// ACK only, with `transport.sack`: the SACK blocks (relative to `seq`).
     pub(crate) sack: SackOpt,
+}
+
+impl Pkt {
+    /// A placeholder (free slots of a channel's pipe).
+    pub(crate) const EMPTY: Pkt = Pkt {
+        flow: 0,
+        pos: 0,
+        is_ack: false,
+        class: 0,
+        size: 0,
+        seq: 0,
+        ts: 0,
+        sack: SackOpt::NONE,
+    };
 }
 
 /// Ends a route in the flat route table.

@@ -190,7 +190,7 @@ impl Simulation {
         // instants, as their end events did when each was an event).
         let end = self.duration;
         for c in &mut self.channels {
-            last_t = last_t.max(c.advance(end));
+            last_t = last_t.max(c.finish(end));
         }
         if let Some(cb) = progress.as_mut() {
             cb(total_ns, total_ns).map_err(EngineError::Aborted)?;
