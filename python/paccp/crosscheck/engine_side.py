@@ -137,4 +137,5 @@ def ns3_spec(sc: Scenario, paths: dict[str, list[str]]) -> dict[str, Any]:
         },
         "duration_ns": sc.duration_ns,
         "warmup_ns": sc.warmup_ns,
+        "handshake_lead_ns": sc.ns3_handshake_lead_ns,
     }

@@ -42,6 +42,8 @@ def metrics(sc: scenarios.Scenario, res: dict[str, Any]) -> dict[str, Any]:
         gp = [f["acked_window_bytes"] * 8 / span / 1e6 for f in ll]
         out["goodput_mean_mbps"] = statistics.mean(gp)
         out["goodput_min_mbps"] = min(gp)
+        # flows that delivered nothing in the window (waiting for a retransmission timeout throughout)
+        out["flows_without_goodput"] = sum(1 for g in gp if g == 0)
         rate = {(ln.a, ln.b): ln.rate_bps for ln in sc.links}
         util = []
         for name, ch in res["channels"].items():
