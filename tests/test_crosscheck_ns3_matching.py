@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from paccp.crosscheck import scenarios
@@ -80,3 +82,16 @@ def test_metrics_count_flows_without_goodput() -> None:
     assert m["flows_without_goodput"] == 2
     assert m["goodput_min_mbps"] == 0.0
     assert m["goodput_mean_mbps"] == pytest.approx(4 * 8 / 0.4 / 6)
+
+
+def test_overrides_reach_both_sides_and_are_checked() -> None:
+    from paccp.crosscheck.engine_side import engine_json
+    from paccp.crosscheck.run import ns3_checks
+    from paccp.errors import UserError
+
+    sc = dataclasses.replace(scenarios.two_way(True), min_rto_ns=10 * scenarios.MS)
+    assert engine_json(sc)["transport"]["min_rto_ns"] == 10 * scenarios.MS
+    assert _spec(sc)["tcp"]["min_rto_ns"] == 10 * scenarios.MS
+    assert engine_json(scenarios.two_way(True))["transport"]["min_rto_ns"] == 200 * scenarios.MS
+    with pytest.raises(UserError, match="warm-up"):
+        ns3_checks(["twoway"], None, print, sacks=(True,), overrides={"warmup_ns": 600 * scenarios.MS})

@@ -99,6 +99,9 @@ def register(app: typer.Typer) -> None:
         ),
         kernel: bool = typer.Option(True, help="also the kernel side (root, network namespaces)"),
         kernel_duration: int = typer.Option(20, help="kernel runs: seconds measured (after 2 s)"),
+        duration_ms: int | None = typer.Option(None, help="ns-3 scenarios: run this long (both sides)"),
+        warmup_ms: int | None = typer.Option(None, help="ns-3 scenarios: measure goodput after this"),
+        min_rto_ms: float | None = typer.Option(None, help="ns-3 scenarios: minimum RTO (both sides)"),
     ) -> None:
         """Engine vs ns-3 3.44 (and vs the Linux kernel): FCT, goodput, utilisation, drops, retransmits."""
         from paccp.crosscheck.run import ns3_checks
@@ -108,6 +111,12 @@ def register(app: typer.Typer) -> None:
         if bad:
             known = ", ".join(scenarios.NS3_SCENARIOS)
             raise UserError(f"--only: unknown scenario {bad[0]!r} (known: {known})")
+        overrides: dict[str, int] = {}
+        for key, val in (("duration_ns", duration_ms), ("warmup_ns", warmup_ms), ("min_rto_ns", min_rto_ms)):
+            if val is not None:
+                if val < 0 or (key != "warmup_ns" and val == 0):
+                    raise UserError(f"--{key[:-3].replace('_', '-')}-ms must be positive, not {val}")
+                overrides[key] = round(val * 1_000_000)
         out.mkdir(parents=True, exist_ok=True)
         result: dict[str, Any] = {"ns3": {}, "kernel": {}}
         if names:
@@ -115,7 +124,9 @@ def register(app: typer.Typer) -> None:
                 import ns3  # noqa: F401
             except ImportError:
                 raise UserError("the ns3 wheel is not installed: pip install 'ns3==3.44.post0'") from None
-            result["ns3"] = ns3_checks(names, None, lambda s: typer.echo(s), cache=out / "ns3-cache")
+            result["ns3"] = ns3_checks(
+                names, None, lambda s: typer.echo(s), cache=out / "ns3-cache", overrides=overrides
+            )
         if kernel:
             if os.geteuid() != 0:
                 result["kernel"] = {"skipped": "needs root"}

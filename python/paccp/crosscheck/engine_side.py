@@ -12,7 +12,7 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
     """The engine input matched to ns-3's wire sizes (1502-byte packets, 54-byte ACKs; see scenarios)."""
     tr: dict[str, Any] = {
         "init_cwnd_pkts": 10.0,
-        "min_rto_ns": 200_000_000,
+        "min_rto_ns": sc.min_rto_ns,
         "initial_rto_ns": 1_000_000_000,
         "max_rto_ns": 60_000_000_000,
         "delayed_ack": sc.delayed_ack,
@@ -131,7 +131,7 @@ def ns3_spec(sc: Scenario, paths: dict[str, list[str]]) -> dict[str, Any]:
         "tcp": {
             "sack": sc.sack,
             "mss": MSS,
-            "min_rto_ns": 200_000_000,
+            "min_rto_ns": sc.min_rto_ns,
             "init_cwnd": 10,
             "delayed_ack": sc.delayed_ack,
         },

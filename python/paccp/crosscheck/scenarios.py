@@ -69,6 +69,7 @@ class Scenario:
     nic_pkts: int
     sack: bool
     delayed_ack: bool = False
+    min_rto_ns: int = 200 * MS
     # ns-3 only: connect this long before the data start (the engine has no handshake); see ns3_run.timeline
     ns3_handshake_lead_ns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
