@@ -127,6 +127,9 @@ def ns3_checks(
             nres = run_ns3(ns3_spec(sc, paths), cache)
             nm = metrics(sc, nres)
             out[sc.name] = {"what": sc.what, "compare": compare(em, nm), "ns3_flows": nres["flows"]}
+            # ns-3's drops per queue and packet kind, its pure ACKs' wire sizes, any SYN / SYN-ACK dropped
+            for k in ("channels", "ack_wire_sizes", "handshake_drops"):
+                out[sc.name][f"ns3_{k}"] = nres.get(k)
             if overrides:
                 out[sc.name]["overrides"] = overrides
             log(format_table(sc.name, out[sc.name]["compare"], "ns-3"))
