@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -13,7 +14,7 @@ from paccp.crosscheck.run import metrics
 
 
 def _spec(sc: scenarios.Scenario) -> dict:
-    paths = {f.id: [f.src, f.dst] for f in sc.flows}  # routes do not matter for the timeline
+    paths = {f.id: {"data": [f.src, f.dst], "ack": [f.dst, f.src]} for f in sc.flows}  # not for the timeline
     return ns3_spec(sc, paths)
 
 
@@ -95,3 +96,31 @@ def test_overrides_reach_both_sides_and_are_checked() -> None:
     assert engine_json(scenarios.two_way(True))["transport"]["min_rto_ns"] == 200 * scenarios.MS
     with pytest.raises(UserError, match="warm-up"):
         ns3_checks(["twoway"], None, print, sacks=(True,), overrides={"warmup_ns": 600 * scenarios.MS})
+
+
+def test_ns3_gets_the_engines_ack_routes() -> None:
+    import copy
+
+    from paccp import engine
+    from paccp.crosscheck.engine_side import ack_paths, engine_json, run_engine
+
+    sc = dataclasses.replace(scenarios.leafspine(False), duration_ns=2 * scenarios.MS, warmup_ns=0)
+    _res, paths = run_engine(sc)
+    assert paths == {f: {"data": p["data"], "ack": ack_paths(sc)[f]} for f, p in paths.items()}
+    for f in sc.flows:
+        assert paths[f.id]["ack"][0] == f.dst and paths[f.id]["ack"][-1] == f.src
+    # ECMP hashes an ACK's hops on their own: on this leaf-spine most ACKs take another spine
+    reverse = sum(p["ack"] == p["data"][::-1] for p in paths.values())
+    assert 0 < reverse < len(paths) // 2
+    assert ns3_spec(sc, paths)["flows"][3]["ack_path"] == paths["f3"]["ack"]
+    # what the engine really sends: with only flow k active, the channels carrying anything are
+    # exactly its data route and its ACK route
+    for k in (0, 37):
+        spec = copy.deepcopy(engine_json(sc))
+        for i, fl in enumerate(spec["flows"]):
+            if i != k:
+                fl["start_ns"] = 10 * spec["duration_ns"]  # never starts; keeps flow k's ECMP draw
+        used = {c["name"] for c in engine.run(spec).channels.to_pylist() if c["tx_bytes"] > 0}
+        p = paths[f"f{k}"]
+        want = {f"{a}->{b}" for route in (p["data"], p["ack"]) for a, b in itertools.pairwise(route)}
+        assert used == want

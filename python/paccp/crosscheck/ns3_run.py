@@ -9,8 +9,9 @@ point-to-point links (``DataRate``, ``Delay``), one ``DropTailQueue`` per direct
 counted by the queue's drop counter). ns-3's device queue holds the packets *waiting* to be serialised,
 the engine's limit also counts the one being serialised: an engine buffer of B packets is an ns-3 queue of
 B - 1. Every flow gets its own source and destination /32 address (aliases on the hosts' interfaces) and
-static host routes along the path the engine chose (ACKs take the reverse path), so both simulators use the
-same routes even under ECMP.
+static host routes along the paths the engine chose for the data and for the ACKs (``ack_path``; the
+engine hashes an ACK's next hops independently, so on a leaf-spine it mostly takes another spine; without
+``ack_path`` the ACKs take the reverse path), so both simulators use the same routes even under ECMP.
 """
 
 from __future__ import annotations
@@ -366,11 +367,11 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
             ipv4 = nodes.Get(idx[host]).GetObject[ns.Ipv4]()
             ipv4.AddAddress(iface_of_host[host], ns.Ipv4InterfaceAddress(a, ns.Ipv4Mask("255.255.255.252")))
         path: list[str] = f["path"]
-        for u, v in itertools.pairwise(path):
-            ifn, nh, _q = chan[f"{u}->{v}"]
-            srh.GetStaticRouting(nodes.Get(idx[u]).GetObject[ns.Ipv4]()).AddHostRouteTo(dst_a, nh, ifn)
-            ifn, nh, _q = chan[f"{v}->{u}"]
-            srh.GetStaticRouting(nodes.Get(idx[v]).GetObject[ns.Ipv4]()).AddHostRouteTo(src_a, nh, ifn)
+        ack_path: list[str] = f.get("ack_path") or path[::-1]
+        for route, to in ((path, dst_a), (ack_path, src_a)):
+            for u, v in itertools.pairwise(route):
+                ifn, nh, _q = chan[f"{u}->{v}"]
+                srh.GetStaticRouting(nodes.Get(idx[u]).GetObject[ns.Ipv4]()).AddHostRouteTo(to, nh, ifn)
         size = f["size_bytes"] or 0
         cppyy.gbl.fxcc.SetSize(i, size)
         sndbuf = max(1 << 20, size + 65536) if size else 1 << 22
