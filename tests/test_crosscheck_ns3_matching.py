@@ -124,3 +124,14 @@ def test_ns3_gets_the_engines_ack_routes() -> None:
         p = paths[f"f{k}"]
         want = {f"{a}->{b}" for route in (p["data"], p["ack"]) for a, b in itertools.pairwise(route)}
         assert used == want
+
+
+def test_ns3_recovery_is_passed_only_when_chosen() -> None:
+    from paccp.crosscheck.ns3_run import NS3_RECOVERIES
+
+    sc = scenarios.leafspine(False)
+    assert "ns3_recovery" not in _spec(sc)["tcp"]  # the runner's default: FxPrr without SACK
+    classic = dataclasses.replace(sc, ns3_recovery="classic")
+    assert _spec(classic)["tcp"]["ns3_recovery"] == "classic"
+    assert NS3_RECOVERIES["classic"] == "ns3::TcpClassicRecovery"
+    assert NS3_RECOVERIES["prr-fixed"] == "fxcc::FxPrr"

@@ -129,7 +129,7 @@ def ns3_spec(sc: Scenario, paths: Paths) -> dict[str, Any]:
     def q(ln: Any, frm: str) -> int:
         return sc.nic_pkts if frm in hosts else int(ln.buffer_pkts)
 
-    return {
+    spec: dict[str, Any] = {
         "nodes": sc.hosts + sc.switches,
         "hosts": sc.hosts,
         "links": [
@@ -166,3 +166,6 @@ def ns3_spec(sc: Scenario, paths: Paths) -> dict[str, Any]:
         "warmup_ns": sc.warmup_ns,
         "handshake_lead_ns": sc.ns3_handshake_lead_ns,
     }
+    if sc.ns3_recovery is not None:
+        spec["tcp"]["ns3_recovery"] = sc.ns3_recovery
+    return spec

@@ -275,6 +275,14 @@ TypeId FxPrrTypeId() { return FxPrr::GetTypeId(); }
 """
 
 
+NS3_RECOVERIES = {
+    "prr-fixed": "fxcc::FxPrr",
+    "prr": "ns3::TcpPrrRecovery",
+    "classic": "ns3::TcpClassicRecovery",
+}
+"""The spec's ``tcp.ns3_recovery`` choices and ns-3's recovery class for each."""
+
+
 def timeline(spec: dict[str, Any]) -> dict[str, Any]:
     """ns-3's clock for a spec: the engine's clock shifted by ``handshake_lead_ns`` (default 0).
 
@@ -299,12 +307,7 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
     cfg = ns.Config.SetDefault
     cfg("ns3::TcpL4Protocol::SocketType", ns.TypeIdValue(ns.TypeId.LookupByName("ns3::TcpNewReno")))
     # NewReno: the fixed PRR (FxPrr above) unless the spec asks for 3.44's own ("prr") or "classic"
-    recovery = {
-        "prr-fixed": "fxcc::FxPrr",
-        "prr": "ns3::TcpPrrRecovery",
-        "classic": "ns3::TcpClassicRecovery",
-    }
-    rec = recovery[tcp.get("ns3_recovery", "prr" if tcp["sack"] else "prr-fixed")]
+    rec = NS3_RECOVERIES[tcp.get("ns3_recovery", "prr" if tcp["sack"] else "prr-fixed")]
     cppyy.gbl.fxcc.FxPrrTypeId()  # registers the fixed PRR's TypeId
     cfg("ns3::TcpL4Protocol::RecoveryType", ns.TypeIdValue(ns.TypeId.LookupByName(rec)))
     cfg("ns3::TcpSocketBase::Sack", ns.BooleanValue(bool(tcp["sack"])))

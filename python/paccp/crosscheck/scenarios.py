@@ -70,6 +70,9 @@ class Scenario:
     sack: bool
     delayed_ack: bool = False
     min_rto_ns: int = 200 * MS
+    # ns-3's NewReno recovery (ns3_run: "prr-fixed" = FxPrr, "prr" = 3.44's, "classic" = RFC 6582); None =
+    # the runner's default (FxPrr without SACK, 3.44's PRR with SACK)
+    ns3_recovery: str | None = None
     # ns-3 only: connect this long before the data start (the engine has no handshake); see ns3_run.timeline
     ns3_handshake_lead_ns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
