@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from paccp.crosscheck import scenarios
+from paccp.crosscheck.ns3_run import NS3_RECOVERIES
 from paccp.errors import EnvironmentUnsupported, UserError
 
 
@@ -99,6 +100,13 @@ def register(app: typer.Typer) -> None:
         ),
         kernel: bool = typer.Option(True, help="also the kernel side (root, network namespaces)"),
         kernel_duration: int = typer.Option(20, help="kernel runs: seconds measured (after 2 s)"),
+        duration_ms: int | None = typer.Option(None, help="ns-3 scenarios: run this long (both sides)"),
+        warmup_ms: int | None = typer.Option(None, help="ns-3 scenarios: measure goodput after this"),
+        min_rto_ms: float | None = typer.Option(None, help="ns-3 scenarios: minimum RTO (both sides)"),
+        ns3_recovery: str | None = typer.Option(
+            None,
+            help="ns-3 recovery: prr-fixed (FxPrr; NewReno default), prr (3.44; SACK default), classic",
+        ),
     ) -> None:
         """Engine vs ns-3 3.44 (and vs the Linux kernel): FCT, goodput, utilisation, drops, retransmits."""
         from paccp.crosscheck.run import ns3_checks
@@ -108,6 +116,16 @@ def register(app: typer.Typer) -> None:
         if bad:
             known = ", ".join(scenarios.NS3_SCENARIOS)
             raise UserError(f"--only: unknown scenario {bad[0]!r} (known: {known})")
+        overrides: dict[str, Any] = {}
+        for key, val in (("duration_ns", duration_ms), ("warmup_ns", warmup_ms), ("min_rto_ns", min_rto_ms)):
+            if val is not None:
+                if val < 0 or (key != "warmup_ns" and val == 0):
+                    raise UserError(f"--{key[:-3].replace('_', '-')}-ms must be positive, not {val}")
+                overrides[key] = round(val * 1_000_000)
+        if ns3_recovery is not None:
+            if ns3_recovery not in NS3_RECOVERIES:
+                raise UserError(f"--ns3-recovery: {ns3_recovery!r} is not one of {', '.join(NS3_RECOVERIES)}")
+            overrides["ns3_recovery"] = ns3_recovery
         out.mkdir(parents=True, exist_ok=True)
         result: dict[str, Any] = {"ns3": {}, "kernel": {}}
         if names:
@@ -115,7 +133,9 @@ def register(app: typer.Typer) -> None:
                 import ns3  # noqa: F401
             except ImportError:
                 raise UserError("the ns3 wheel is not installed: pip install 'ns3==3.44.post0'") from None
-            result["ns3"] = ns3_checks(names, None, lambda s: typer.echo(s), cache=out / "ns3-cache")
+            result["ns3"] = ns3_checks(
+                names, None, lambda s: typer.echo(s), cache=out / "ns3-cache", overrides=overrides
+            )
         if kernel:
             if os.geteuid() != 0:
                 result["kernel"] = {"skipped": "needs root"}

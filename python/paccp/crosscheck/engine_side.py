@@ -12,7 +12,7 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
     """The engine input matched to ns-3's wire sizes (1502-byte packets, 54-byte ACKs; see scenarios)."""
     tr: dict[str, Any] = {
         "init_cwnd_pkts": 10.0,
-        "min_rto_ns": 200_000_000,
+        "min_rto_ns": sc.min_rto_ns,
         "initial_rto_ns": 1_000_000_000,
         "max_rto_ns": 60_000_000_000,
         "delayed_ack": sc.delayed_ack,
@@ -68,17 +68,43 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
     }
 
 
-def run_engine(sc: Scenario, prr: bool | None = None) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """Run on the engine; returns (neutral result, node path per flow) like :mod:`.ns3_run`'s output."""
+Paths = dict[str, dict[str, list[str]]]
+"""Per flow id: the nodes its data (``data``) and its ACKs (``ack``) pass, as the engine routed them."""
+
+
+def _node_path(route: list[str]) -> list[str]:
+    hops = [c.split("->") for c in route]
+    return [hops[0][0]] + [b for _a, b in hops]
+
+
+def ack_paths(sc: Scenario, prr: bool | None = None) -> dict[str, list[str]]:
+    """The engine's ACK route per flow, from dst to src.
+
+    The engine routes a flow's ACKs with the flow's ECMP hash mixed with each node it leaves, so on a
+    leaf-spine they mostly take another spine than the data (not the reverse path). The flow's hash is
+    the seeded stream's draw in the flow's position, so the same flows reversed (src <-> dst, same
+    order) get as their data routes exactly these ACK routes; a 1 ns run only builds them.
+    """
+    spec = engine_json(sc, prr)
+    spec["duration_ns"] = 1
+    for f in spec["flows"]:
+        f["src"], f["dst"] = f["dst"], f["src"]
+    return {r["id"]: _node_path(r["route"]) for r in engine.run(spec).flows.to_pylist()}
+
+
+def run_engine(sc: Scenario, prr: bool | None = None) -> tuple[dict[str, Any], Paths]:
+    """Run on the engine; returns (neutral result, data and ACK paths per flow) like :mod:`.ns3_run`'s
+    output."""
     res = engine.run(engine_json(sc, prr))
+    acks = ack_paths(sc, prr)
     acked = res.samples.acked_bytes
     iv = res.samples.interval_ns
     first, last = -(-sc.warmup_ns // iv), sc.duration_ns // iv
     sampled = {fid: i for i, fid in enumerate(res.samples.flow_ids)}
-    flows, paths = [], {}
+    flows: list[dict[str, Any]] = []
+    paths: Paths = {}
     for r in res.flows.to_pylist():
-        hops = [c.split("->") for c in r["route"]]
-        paths[r["id"]] = [hops[0][0]] + [b for _a, b in hops]
+        paths[r["id"]] = {"data": _node_path(r["route"]), "ack": acks[r["id"]]}
         win = int(sum(acked[sampled[r["id"]]][first:last])) if r["id"] in sampled else None
         flows.append(
             {
@@ -96,14 +122,14 @@ def run_engine(sc: Scenario, prr: bool | None = None) -> tuple[dict[str, Any], d
     return {"flows": flows, "channels": channels}, paths
 
 
-def ns3_spec(sc: Scenario, paths: dict[str, list[str]]) -> dict[str, Any]:
-    """The ns-3 runner's input: the same topology and flows, with the engine's routes."""
+def ns3_spec(sc: Scenario, paths: Paths) -> dict[str, Any]:
+    """The ns-3 runner's input: the same topology and flows, with the engine's routes (data and ACKs)."""
     hosts = set(sc.hosts)
 
     def q(ln: Any, frm: str) -> int:
         return sc.nic_pkts if frm in hosts else int(ln.buffer_pkts)
 
-    return {
+    spec: dict[str, Any] = {
         "nodes": sc.hosts + sc.switches,
         "hosts": sc.hosts,
         "links": [
@@ -124,17 +150,22 @@ def ns3_spec(sc: Scenario, paths: dict[str, list[str]]) -> dict[str, Any]:
                 "dst": f.dst,
                 "size_bytes": f.size_bytes,
                 "start_ns": f.start_ns,
-                "path": paths[f.id],
+                "path": paths[f.id]["data"],
+                "ack_path": paths[f.id]["ack"],
             }
             for f in sc.flows
         ],
         "tcp": {
             "sack": sc.sack,
             "mss": MSS,
-            "min_rto_ns": 200_000_000,
+            "min_rto_ns": sc.min_rto_ns,
             "init_cwnd": 10,
             "delayed_ack": sc.delayed_ack,
         },
         "duration_ns": sc.duration_ns,
         "warmup_ns": sc.warmup_ns,
+        "handshake_lead_ns": sc.ns3_handshake_lead_ns,
     }
+    if sc.ns3_recovery is not None:
+        spec["tcp"]["ns3_recovery"] = sc.ns3_recovery
+    return spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -14,7 +15,7 @@ from typing import Any
 
 from paccp.crosscheck import scenarios
 from paccp.crosscheck.engine_side import ns3_spec, run_engine
-from paccp.errors import EnvironmentUnsupported
+from paccp.errors import EnvironmentUnsupported, UserError
 
 
 def _pct(xs: list[float], q: float) -> float | None:
@@ -42,6 +43,8 @@ def metrics(sc: scenarios.Scenario, res: dict[str, Any]) -> dict[str, Any]:
         gp = [f["acked_window_bytes"] * 8 / span / 1e6 for f in ll]
         out["goodput_mean_mbps"] = statistics.mean(gp)
         out["goodput_min_mbps"] = min(gp)
+        # flows that delivered nothing in the window (waiting for a retransmission timeout throughout)
+        out["flows_without_goodput"] = sum(1 for g in gp if g == 0)
         rate = {(ln.a, ln.b): ln.rate_bps for ln in sc.links}
         util = []
         for name, ch in res["channels"].items():
@@ -106,18 +109,29 @@ def ns3_checks(
     log: Callable[[str], None],
     sacks: tuple[bool, ...] = (False, True),
     cache: Path | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every ns-3 scenario (NewReno and/or SACK): engine and ns-3 metrics and their comparison."""
+    """Every ns-3 scenario (NewReno and/or SACK): engine and ns-3 metrics and their comparison.
+
+    ``overrides``: scenario fields set on both sides (``duration_ns``, ``warmup_ns``, ``min_rto_ns``).
+    """
     out: dict[str, Any] = {}
     for name in names:
         for sack in sacks:
-            sc = scenarios.NS3_SCENARIOS[name](sack)
+            sc = dataclasses.replace(scenarios.NS3_SCENARIOS[name](sack), **(overrides or {}))
+            if not 0 <= sc.warmup_ns < sc.duration_ns:
+                raise UserError(f"{sc.name}: the warm-up must be shorter than the duration")
             eres, paths = run_engine(sc, prr)
             em = metrics(sc, eres)
             log(f"{sc.name}: engine done, running ns-3 ...")
             nres = run_ns3(ns3_spec(sc, paths), cache)
             nm = metrics(sc, nres)
             out[sc.name] = {"what": sc.what, "compare": compare(em, nm), "ns3_flows": nres["flows"]}
+            # ns-3's drops per queue and packet kind, its pure ACKs' wire sizes, any SYN / SYN-ACK dropped
+            for k in ("channels", "ack_wire_sizes", "handshake_drops"):
+                out[sc.name][f"ns3_{k}"] = nres.get(k)
+            if overrides:
+                out[sc.name]["overrides"] = overrides
             log(format_table(sc.name, out[sc.name]["compare"], "ns-3"))
     return out
 

@@ -13,6 +13,9 @@ Matching rules (also in the README):
 - **TCP.** Initial window 10, minimum RTO 200 ms, no delayed ACK (ns-3 ``DelAckCount`` 1) unless a
   scenario says so, NewReno congestion control (ns-3 ``TcpNewReno``, engine ``reno``), SACK on or off on both.
 - **Routes.** The engine picks the routes (per-flow ECMP); ns-3 gets the same paths as static host routes.
+- **Handshake.** The engine has none. Where a scenario sets ``ns3_handshake_lead_ns`` (leafspine, twoway:
+  ``HANDSHAKE_LEAD_NS``), ns-3's clock runs that much ahead: every flow connects at its engine start time
+  and sends data the lead later, so the data phase starts as the engine's does (``ns3_run.timeline``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ MSS = 1448
 G = 1_000_000_000
 MS = 1_000_000
 US = 1_000
+HANDSHAKE_LEAD_NS = 1 * MS
+"""ns-3's connections open this long before their data start (over 20 base RTTs of any scenario here)."""
 
 
 @dataclass
@@ -64,6 +69,12 @@ class Scenario:
     nic_pkts: int
     sack: bool
     delayed_ack: bool = False
+    min_rto_ns: int = 200 * MS
+    # ns-3's NewReno recovery (ns3_run: "prr-fixed" = FxPrr, "prr" = 3.44's, "classic" = RFC 6582); None =
+    # the runner's default (FxPrr without SACK, 3.44's PRR with SACK)
+    ns3_recovery: str | None = None
+    # ns-3 only: connect this long before the data start (the engine has no handshake); see ns3_run.timeline
+    ns3_handshake_lead_ns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -125,7 +136,7 @@ def leafspine(sack: bool) -> Scenario:
         f"leafspine-{'sack' if sack else 'newreno'}",
         "4x4 leaf-spine, 16 hosts/leaf, 10G links, 100 pkt, 64 synchronised long-lived flows",
         hosts, [f"leaf{a}" for a in range(L)] + [f"spine{b}" for b in range(S)], links, fl,
-        30 * MS, 10 * MS, 100, sack,
+        30 * MS, 10 * MS, 100, sack, ns3_handshake_lead_ns=HANDSHAKE_LEAD_NS,
     )  # fmt: skip
 
 
@@ -146,7 +157,7 @@ def two_way(sack: bool) -> Scenario:
     fl += [Flow(f"R{i}", f"r{i}", f"l{i}", None, i * 100 * US + 50 * US) for i in range(3)]
     return Scenario(
         f"twoway-{'sack' if sack else 'newreno'}", "3 flows each way, 10G access, 1G bottleneck, 32 pkt",
-        h, s, ln, fl, 500 * MS, 100 * MS, 100, sack,
+        h, s, ln, fl, 500 * MS, 100 * MS, 100, sack, ns3_handshake_lead_ns=HANDSHAKE_LEAD_NS,
     )  # fmt: skip
 
 
