@@ -151,6 +151,25 @@ def congestion_epochs(cuts: Mapping[str, np.ndarray], gap: int) -> list[set[str]
     return epochs
 
 
+def rerun_sampled(spec: dict[str, Any], *, seconds: float, description: str) -> Any:
+    """``spec`` rerun for ``seconds`` (the first fifth as warm-up) with every flow's window and srtt
+    sampled every 100 us; the engine's result."""
+    from paccp.rundir import run_engine
+    from paccp.scenario import parse_scenario, to_engine
+
+    s = dict(spec, run=dict(spec["run"]))
+    s["run"].update(
+        {
+            "duration": f"{seconds:g}s",
+            "warmup": f"{seconds / 5:g}s",
+            "sample_interval": "100us",
+            "sample_cwnd": True,
+        }
+    )
+    result, _ = run_engine(to_engine(parse_scenario(s, where=description)), description=description)
+    return result
+
+
 def loss_sync(
     spec: dict[str, Any], *, description: str, seconds: float, window_s: float = 2e-3
 ) -> dict[str, Any]:
@@ -165,19 +184,7 @@ def loss_sync(
     cut (1.0 for every subflow: fully synchronised; about its share of the packets: independent
     per-packet losses, the Mathis model's assumption behind Eq. 7), the mean fraction of subflows cutting
     per epoch, and the retransmissions (segments lost) per epoch."""
-    from paccp.rundir import run_engine
-    from paccp.scenario import parse_scenario, to_engine
-
-    s = dict(spec, run=dict(spec["run"]))
-    s["run"].update(
-        {
-            "duration": f"{seconds:g}s",
-            "warmup": f"{seconds / 5:g}s",
-            "sample_interval": "100us",
-            "sample_cwnd": True,
-        }
-    )
-    result, _ = run_engine(to_engine(parse_scenario(s, where=description)), description=description)
+    result = rerun_sampled(spec, seconds=seconds, description=description)
     smp = result.samples
     cw = smp.cwnd_pkts
     if cw is None:

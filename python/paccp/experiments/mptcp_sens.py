@@ -22,7 +22,7 @@ import numpy as np
 
 from paccp.errors import UserError
 from paccp.experiments import mptcp_bgwc as mb
-from paccp.experiments.mptcp_measure import loss_sync, measure
+from paccp.experiments.mptcp_measure import loss_sync, measure, rerun_sampled
 
 
 def sens_spec(
@@ -53,20 +53,7 @@ def sens_spec(
 
 def _srtt_us(spec: dict[str, Any], seconds: float) -> dict[str, tuple[float, float]]:
     """Per WC subflow: (min, mean) srtt in us over the last 4/5 of a ``seconds`` rerun."""
-    from paccp.rundir import run_engine
-    from paccp.scenario import parse_scenario, to_engine
-
-    s = dict(spec, run=dict(spec["run"]))
-    s["run"].update(
-        {
-            "duration": f"{seconds:g}s",
-            "warmup": f"{seconds / 5:g}s",
-            "sample_interval": "100us",
-            "sample_cwnd": True,
-        }
-    )
-    result, _ = run_engine(to_engine(parse_scenario(s, where="srtt")), description="srtt")
-    smp = result.samples
+    smp = rerun_sampled(spec, seconds=seconds, description="srtt").samples
     out: dict[str, tuple[float, float]] = {}
     if smp.srtt_us is None:
         return out
