@@ -128,11 +128,11 @@ def load_pinned(obj: str, pin_dir: str, what: str) -> None:
     """Build if needed, then load ``bpf/build/OBJ`` with the loader and pin its maps and programs in
     PIN_DIR (0700, pins 0600, root only); stale pins of a crashed load are removed first, and a failed
     load leaves no directory behind."""
-    build()
+    exe = loader()
     shutil.rmtree(pin_dir, ignore_errors=True)
     os.makedirs(pin_dir, mode=0o700)
     try:
-        _run([str(BUILD / "paccp_loader"), "load", str(BUILD / obj), pin_dir], f"loading {what}")
+        _run([exe, "load", str(BUILD / obj), pin_dir], f"loading {what}")
     except EnvironmentUnsupported:
         shutil.rmtree(pin_dir, ignore_errors=True)
         raise
@@ -145,6 +145,13 @@ def build() -> None:
     if not (REPO_BPF / "Makefile").exists():
         raise EnvironmentUnsupported(f"BPF sources not found at {REPO_BPF} (set PACCP_BPF_DIR)")
     _run(["make", "-s", "-C", str(REPO_BPF)], "building the BPF objects")
+
+
+def loader() -> str:
+    """This checkout's ``paccp_loader``, built first: unloading also needs it, and what is loaded may
+    have been loaded from another checkout (whose build this one never ran)."""
+    build()
+    return str(BUILD / "paccp_loader")
 
 
 # --- load / unload / status ---------------------------------------------------------------------------
@@ -265,7 +272,7 @@ def _unload() -> bool:
     for cg, at, name in attached_cgroups():
         detach_cgroup_prog(cg, at, Path(PIN_DIR, name))
     if Path(PIN_DIR, "paccp_ops").exists():
-        _run([str(BUILD / "paccp_loader"), "unload", PIN_DIR, "paccp_ops"], "unregistering paccp")
+        _run([loader(), "unload", PIN_DIR, "paccp_ops"], "unregistering paccp")
     shutil.rmtree(PIN_DIR, ignore_errors=True)
     return True
 

@@ -85,7 +85,7 @@ def _unload_locked() -> bool:
         core.detach_cgroup_prog(cg, at, Path(PIN_DIR, name))
     for ops in (OPS, OPS_BG):
         if Path(PIN_DIR, ops).exists():
-            core._run([str(core.BUILD / "paccp_loader"), "unload", PIN_DIR, ops], f"unregistering {ops}")
+            core._run([core.loader(), "unload", PIN_DIR, ops], f"unregistering {ops}")
     shutil.rmtree(PIN_DIR, ignore_errors=True)
     return True
 
