@@ -149,8 +149,9 @@ pub(crate) fn output(o: &OutputParts<'_>) -> Value {
         "from": cs.iter().map(|c| name(c.from)).collect::<Vec<_>>(),
         "to": cs.iter().map(|c| name(c.to)).collect::<Vec<_>>(),
         "rate_bps": cs.iter().map(|c| c.rate.0).collect::<Vec<_>>(),
-        "tx_bytes": rt.iter().map(|c| c.tx_bytes).collect::<Vec<_>>(),
+        "tx_bytes": rt.iter().map(|c| c.tx_bytes()).collect::<Vec<_>>(),
         "drops": rt.iter().map(|c| c.drops).collect::<Vec<_>>(),
+        "drops_ack": rt.iter().map(|c| c.drops_ack).collect::<Vec<_>>(),
         "max_queue_bytes": rt.iter().map(|c| c.max_queue_bytes).collect::<Vec<_>>(),
     });
     json!({

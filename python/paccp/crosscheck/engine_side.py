@@ -118,7 +118,15 @@ def run_engine(sc: Scenario, prr: bool | None = None) -> tuple[dict[str, Any], P
                 "acked_window_bytes": win,
             }
         )
-    channels = {c["name"]: {"drops": c["drops"], "tx_bytes": c["tx_bytes"]} for c in res.channels.to_pylist()}
+    # drops by kind as ns-3's records have them (the engine has no handshake: no SYN / SYN-ACK)
+    channels = {
+        c["name"]: {
+            "drops": c["drops"],
+            "tx_bytes": c["tx_bytes"],
+            "drops_by_kind": {"data": c["drops"] - c["drops_ack"], "ack": c["drops_ack"]},
+        }
+        for c in res.channels.to_pylist()
+    }
     return {"flows": flows, "channels": channels}, paths
 
 

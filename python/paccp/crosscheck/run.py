@@ -26,7 +26,8 @@ def _pct(xs: list[float], q: float) -> float | None:
 
 
 def metrics(sc: scenarios.Scenario, res: dict[str, Any]) -> dict[str, Any]:
-    """Per size class median/p99 FCT (ms), unfinished; goodput (Mb/s); utilisation; drops; retransmits."""
+    """Per size class median/p99 FCT (ms), unfinished; goodput (Mb/s); utilisation; drops (all, data,
+    ACKs); retransmits."""
     out: dict[str, Any] = {}
     flows = res["flows"]
     sizes = sorted({f["size_bytes"] for f in flows if f["size_bytes"]})
@@ -55,6 +56,11 @@ def metrics(sc: scenarios.Scenario, res: dict[str, Any]) -> dict[str, Any]:
         # switch-to-switch channels that carry data (a direction with ACKs only is below 10 %)
         out["switch_link_util_mean"] = statistics.mean([u for u in util if u > 0.1] or [0.0])
     out["drops"] = sum(ch["drops"] for ch in res["channels"].values())
+    # data segments and pure ACKs dropped (both sides record drops by kind; ns-3's also SYN / SYN-ACK)
+    kinds = [ch["drops_by_kind"] for ch in res["channels"].values() if "drops_by_kind" in ch]
+    if kinds:
+        out["drops_data"] = sum(k.get("data", 0) for k in kinds)
+        out["drops_ack"] = sum(k.get("ack", 0) for k in kinds)
     out["retransmits"] = sum(f["retransmits"] for f in flows)
     out["timeouts"] = sum(f["timeouts"] for f in flows)
     return out

@@ -61,12 +61,14 @@ pub(crate) struct Channel {
     pub(crate) tx_mtu: (u64, u64),
     pub(crate) tx_ack: (u64, u64),
     pub(crate) max_queue_bytes: u64,
-    /// Bytes of every packet that entered the pipe (`tx_bytes` is this minus `bytes` at the end).
+    /// Bytes of every packet that entered the pipe ([`Channel::tx_bytes`] is this minus `bytes` at
+    /// the end).
     acc_bytes: u64,
     // Line 3: the rest.
-    /// Bytes serialised (set by [`Channel::finish`] at the end of the run).
-    pub(crate) tx_bytes: u64,
+    /// Packets dropped (data segments and ACKs).
     pub(crate) drops: u64,
+    /// Of `drops`, the ACKs (pure ACKs: the engine's ACKs carry no data).
+    pub(crate) drops_ack: u64,
     pub(crate) rate_bps: u64,
     /// Flows waiting for room in this (host NIC) queue, served in turn (round-robin, one segment each).
     pub(crate) waiters: VecDeque<u32>,
@@ -89,9 +91,9 @@ impl Channel {
             delay: delay_ps,
             limit_pkts: limits.0,
             limit_bytes: limits.1,
-            tx_bytes: 0,
             acc_bytes: 0,
             drops: 0,
+            drops_ack: 0,
             max_queue_bytes: 0,
             waiters: VecDeque::new(),
             wake_pending: false,
@@ -127,12 +129,16 @@ impl Channel {
         last
     }
 
-    /// The end of the run at `end`: moves what has been serialised by then to the wire and sets
-    /// `tx_bytes`; returns the end time of the last packet moved (0 if none).
+    /// The end of the run at `end`: moves what has been serialised by then to the wire (for
+    /// [`Channel::tx_bytes`]); returns the end time of the last packet moved (0 if none).
     pub(crate) fn finish(&mut self, end: u64) -> u64 {
-        let last = self.advance(end);
-        self.tx_bytes = self.acc_bytes - self.bytes;
-        last
+        self.advance(end)
+    }
+
+    /// Bytes serialised (after [`Channel::finish`]: by the end of the run). Computed, not stored, so
+    /// the cold line has room for the drop counters.
+    pub(crate) fn tx_bytes(&self) -> u64 {
+        self.acc_bytes - self.bytes
     }
 
     /// Moves to the wire the packets that have left the queue as seen by an event at `now` scheduled
@@ -219,6 +225,7 @@ impl Channel {
             };
         if !admitted {
             self.drops += 1;
+            self.drops_ack += pkt.is_ack as u64;
             stats.packets_dropped += 1;
             stats.in_flight -= 1;
             return false;
