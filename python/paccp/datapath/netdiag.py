@@ -63,7 +63,12 @@ _SS_FIELDS = {
     "rtt_ms": re.compile(r"\brtt:([\d.]+)/"),
     "retrans": re.compile(r"\bretrans:\d+/(\d+)"),
     "unacked": re.compile(r"\bunacked:(\d+)"),
+    "bytes_acked": re.compile(r"\bbytes_acked:(\d+)"),
 }
+# iperf3's control connection shares the data port; it carries a few KB of JSON over the whole test
+# and is caught with data in flight only when a sample falls on that exchange. A connection that never
+# got this much acknowledged is not a data connection.
+DATA_MIN_BYTES_ACKED = 64 * 1024
 
 
 def parse_ss(text: str, ports: set[int]) -> dict[str, dict[str, float]]:
@@ -111,9 +116,14 @@ class SsSampler(threading.Thread):
 
 
 def summarise_ss(samples: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """Per connection: the median of each sampled field, and ``n`` samples."""
+    """Per data connection: the median of each sampled field, and ``n`` samples.
+
+    Connections whose ``bytes_acked`` never reached :data:`DATA_MIN_BYTES_ACKED` are left out (iperf3's
+    control connection, sampled while it sends its results)."""
     out: dict[str, dict[str, float]] = {}
     for key, rows in samples.items():
+        if max((r.get("bytes_acked", 0.0) for r in rows), default=0.0) < DATA_MIN_BYTES_ACKED:
+            continue
         fields = sorted({k for r in rows for k in r})
         med = {f: statistics.median([r[f] for r in rows if f in r]) for f in fields}
         out[key] = {**{f: round(v, 3) for f, v in med.items()}, "n": float(len(rows))}
