@@ -32,7 +32,8 @@ def test_parse_ss_keeps_data_connections_only() -> None:
 
 def test_summarise_ss_takes_medians() -> None:
     big = float(netdiag.DATA_MIN_BYTES_ACKED)
-    rows = [{"cwnd": 4.0, "bytes_acked": 1e3}, {"cwnd": 10.0, "rtt_ms": 2.0, "bytes_acked": big}, {"cwnd": 6.0}]
+    rows = [{"cwnd": 4.0, "bytes_acked": 1e3}, {"cwnd": 10.0, "rtt_ms": 2.0, "bytes_acked": big}]
+    rows.append({"cwnd": 6.0})
     got = netdiag.summarise_ss({"a": rows})
     assert got == {"a": {"cwnd": 6.0, "rtt_ms": 2.0, "bytes_acked": (1e3 + big) / 2, "n": 3.0}}
 
