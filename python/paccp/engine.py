@@ -52,7 +52,7 @@ _CHANNEL_TYPES: dict[str, pa.DataType] = {
     "rate_bps": pa.int64(),
     "tx_bytes": pa.int64(),
     "drops": pa.int64(),
-    "drops_ack": pa.int64(),  # of ``drops``, the ACKs (data segments: drops - drops_ack)
+    "drops_ack": pa.int64(),  # of ``drops``, those without payload (ACKs, SYN / SYN-ACK; data: the rest)
     "max_queue_bytes": pa.int64(),
 }
 

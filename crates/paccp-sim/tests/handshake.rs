@@ -162,3 +162,21 @@ fn handshake_parameters_are_validated() {
     s["transport"]["handshake"]["extra"] = json!(1);
     assert!(run_err(&s).contains("extra"));
 }
+
+#[test]
+fn the_syn_ack_gives_the_first_rtt_sample() {
+    // The flow starts at 0.93 ms: at the 1 ms sample its handshake (one round trip) is done and its
+    // first data segment not yet acknowledged, so srtt is the handshake's round trip (none without it).
+    let mut s = one_flow(true);
+    s["flows"][0]["start_ns"] = json!(930_000);
+    s["sampling"] = json!({"interval_ns": 1_000_000, "flows": "all", "cwnd": true});
+    let out = run(&s);
+    let rtt_ns = u(&out, "handshake", "established_ns", 0) - 930_000;
+    let srtt_us = out["samples"]["srtt_us"][0][0].as_f64().unwrap();
+    assert!(
+        (srtt_us * 1e3 - rtt_ns as f64).abs() < 1.0,
+        "srtt {srtt_us} us, handshake {rtt_ns} ns"
+    );
+    s["transport"]["handshake"] = Value::Null;
+    assert_eq!(run(&s)["samples"]["srtt_us"][0][0].as_f64(), Some(0.0));
+}

@@ -7,7 +7,6 @@ from typing import Any
 from paccp import engine
 from paccp.crosscheck.scenarios import MSS, Scenario
 
-
 NS3_HANDSHAKE: dict[str, int] = {
     # ns-3 3.44's SYN and SYN-ACK: 20 IP + 20 TCP + 16 option bytes (timestamps 10, window scale 3, with
     # SACK SACK-permitted 2, padded to a word) + 2 PPP
@@ -16,7 +15,7 @@ NS3_HANDSHAKE: dict[str, int] = {
     "connect_timeout_ns": 3_000_000_000,
     "syn_retries": 5,
 }
-"""The engine's ``transport.handshake`` matched to ns-3's (every scenario with ``ns3_handshake_lead_ns`` 0)."""
+"""The engine's ``transport.handshake`` matched to ns-3's (scenarios with ``ns3_handshake_lead_ns`` 0)."""
 
 
 def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
