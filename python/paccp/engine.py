@@ -52,7 +52,7 @@ _CHANNEL_TYPES: dict[str, pa.DataType] = {
     "rate_bps": pa.int64(),
     "tx_bytes": pa.int64(),
     "drops": pa.int64(),
-    "drops_ack": pa.int64(),  # of ``drops``, the ACKs (data segments: drops - drops_ack)
+    "drops_ack": pa.int64(),  # of ``drops``, those without payload (ACKs, SYN / SYN-ACK; data: the rest)
     "max_queue_bytes": pa.int64(),
 }
 
@@ -70,6 +70,13 @@ _CONNECTION_TYPES: dict[str, pa.DataType] = {
     "rto_reinjections": pa.int64(),
     "max_ooo_bytes": pa.int64(),
     "max_rwnd_bytes": pa.int64(),
+}
+
+# The TCP handshake (only when the scenario has ``transport.handshake``): one row per flow, in the flows'
+# order: when its SYN-ACK arrived (its data's start; null if never, or for a flow without one) and its SYNs.
+_HANDSHAKE_TYPES: dict[str, pa.DataType] = {
+    "established_ns": pa.int64(),
+    "syns": pa.int64(),
 }
 
 
@@ -101,6 +108,8 @@ class EngineResult:
     stats: dict[str, int]
     # One row per multipath connection; None when the scenario has none.
     connections: pa.Table | None = None
+    # One row per flow with the TCP handshake (``transport.handshake``); None without it.
+    handshake: pa.Table | None = None
 
 
 def _table(cols: Mapping[str, list[Any]], types: Mapping[str, pa.DataType]) -> pa.Table:
@@ -135,6 +144,7 @@ def parse_output(out: Mapping[str, Any]) -> EngineResult:
         samples=samples,
         stats={str(k): int(v) for k, v in out["stats"].items()},
         connections=_table(out["connections"], _CONNECTION_TYPES) if "connections" in out else None,
+        handshake=_table(out["handshake"], _HANDSHAKE_TYPES) if "handshake" in out else None,
     )
 
 

@@ -9,7 +9,8 @@ Sections (all optional except ``[topology]`` and at least one of ``[[flows]]`` /
 
     [run]        seed, duration, warmup, sample_interval, sample_flows, sample_cwnd
     [transport]  mtu, header, ack, init_cwnd, min_rto, initial_rto, max_rto, delayed_ack,
-                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure, host_fq, prr, ack_delay
+                 delayed_ack_timeout, dupack_threshold, sack, host_backpressure, host_fq, prr, ack_delay,
+                 handshake, syn, connect_timeout, syn_retries
     [cc]         kind = "paccp" | "reno", rcos, min_cwnd
     [topology]   kind = "leaf_spine" | "dumbbell" | "explicit" (+ its fields)
     [routing]    kind = "ecmp" | "leaf_spine_paper"
@@ -183,6 +184,16 @@ class TransportCfg(_M):
     # (0 = at once); ACKs falling due meanwhile merge into it. Off for the paper fabric; the kernel
     # cross-check's twins use the namespace testbed's measured ~30 us (README, cross-check section).
     ack_delay: Duration = Field(default=0, ge=0)
+    # TCP three-way handshake before a flow's data (off by default: data at the flow's start). SYN and
+    # SYN-ACK are ``syn`` bytes on the wire (absent = header + 8: Linux's SYN carries 20 option bytes, MSS,
+    # SACK-permitted, timestamps, window scale, where a timestamped data segment carries 12); a lost one is
+    # retransmitted ``connect_timeout`` after the first SYN, then at doubling intervals, at most
+    # ``syn_retries`` times (Linux: 1 s, tcp_syn_retries 6; ns-3: ConnTimeout 3 s, ConnCount 6 = 5
+    # retransmissions). The engine's JSON key ``transport.handshake`` (absent = off) gets all three.
+    handshake: bool = False
+    syn: Size | None = Field(default=None, gt=0, le=65535)
+    connect_timeout: Duration = Field(default=parse_duration_ns("1s"), gt=0)
+    syn_retries: int = Field(default=6, ge=0, le=30)
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:
@@ -1009,6 +1020,13 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
     if tr.ack_delay:
         # optional in the engine (absent = 0): sent only when set, so other scenarios' JSON is unchanged
         eng["transport"]["ack_delay_mean_ns"] = tr.ack_delay
+    if tr.handshake:
+        # optional in the engine (absent = no handshake): sent only when on
+        eng["transport"]["handshake"] = {
+            "syn_bytes": tr.syn if tr.syn is not None else tr.header + 8,
+            "connect_timeout_ns": tr.connect_timeout,
+            "syn_retries": tr.syn_retries,
+        }
     if sc.softbw is not None:
         eng["queues"] = {"host": softbw_host_queues(sc, sc.softbw)}
     return sc.scheme.to_engine(sc, eng) if sc.scheme is not None else eng

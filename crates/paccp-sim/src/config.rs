@@ -221,6 +221,23 @@ pub struct TransportCfg {
     /// Optional; the draws come from the stream `ack_delay/<flow id>`.
     #[serde(default)]
     pub ack_delay_mean_ns: u64,
+    /// TCP three-way handshake before the data (`crate::transport::handshake`). Optional: absent or
+    /// null = none (the scenario schema's default, `handshake = false`), every flow sends its data at
+    /// its start.
+    #[serde(default)]
+    pub handshake: Option<HandshakeCfg>,
+}
+
+/// The TCP three-way handshake (all fields required; the scenario schema has the defaults).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandshakeCfg {
+    /// Wire size of a SYN and of a SYN-ACK (bytes).
+    pub syn_bytes: u64,
+    /// Wait for the SYN-ACK before the first SYN retransmission (doubled before each further one).
+    pub connect_timeout_ns: u64,
+    /// SYN retransmissions before giving up (Linux `tcp_syn_retries`; ns-3's `ConnCount` - 1).
+    pub syn_retries: u32,
 }
 
 fn yes() -> bool {

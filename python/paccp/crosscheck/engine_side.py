@@ -7,6 +7,16 @@ from typing import Any
 from paccp import engine
 from paccp.crosscheck.scenarios import MSS, Scenario
 
+NS3_HANDSHAKE: dict[str, int] = {
+    # ns-3 3.44's SYN and SYN-ACK: 20 IP + 20 TCP + 16 option bytes (timestamps 10, window scale 3, with
+    # SACK SACK-permitted 2, padded to a word) + 2 PPP
+    "syn_bytes": 58,
+    # ns3::TcpSocket::ConnTimeout (3 s, the runner keeps the default) and ConnCount 6 (SYNs in all)
+    "connect_timeout_ns": 3_000_000_000,
+    "syn_retries": 5,
+}
+"""The engine's ``transport.handshake`` matched to ns-3's (scenarios with ``ns3_handshake_lead_ns`` 0)."""
+
 
 def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
     """The engine input matched to ns-3's wire sizes (1502-byte packets, 54-byte ACKs; see scenarios)."""
@@ -24,6 +34,9 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
     }
     if prr is not None:
         tr["prr"] = prr
+    if sc.ns3_handshake_lead_ns == 0:
+        # ns-3 connects at the start and sends its data at the establishment: so does the engine
+        tr["handshake"] = NS3_HANDSHAKE
     return {
         "seed": 1,
         "duration_ns": sc.duration_ns,
@@ -97,28 +110,34 @@ def run_engine(sc: Scenario, prr: bool | None = None) -> tuple[dict[str, Any], P
     output."""
     res = engine.run(engine_json(sc, prr))
     acks = ack_paths(sc, prr)
+    # FCT from the establishment, as ns-3's (data start) when the engine does the handshake
+    est = res.handshake.column("established_ns").to_pylist() if res.handshake is not None else None
+    syns = res.handshake.column("syns").to_pylist() if res.handshake is not None else None
     acked = res.samples.acked_bytes
     iv = res.samples.interval_ns
     first, last = -(-sc.warmup_ns // iv), sc.duration_ns // iv
     sampled = {fid: i for i, fid in enumerate(res.samples.flow_ids)}
     flows: list[dict[str, Any]] = []
     paths: Paths = {}
-    for r in res.flows.to_pylist():
+    for k, r in enumerate(res.flows.to_pylist()):
         paths[r["id"]] = {"data": _node_path(r["route"]), "ack": acks[r["id"]]}
         win = int(sum(acked[sampled[r["id"]]][first:last])) if r["id"] in sampled else None
+        t0 = est[k] if est is not None else r["start_ns"]
         flows.append(
             {
                 "id": r["id"],
                 "size_bytes": r["size_bytes"],
                 "start_ns": r["start_ns"],
-                "fct_ns": r["finish_ns"] - r["start_ns"] if r["finish_ns"] is not None else None,
+                "conn_delay_ns": t0 - r["start_ns"] if t0 is not None else None,
+                "syns": syns[k] if syns is not None else None,
+                "fct_ns": r["finish_ns"] - t0 if r["finish_ns"] is not None and t0 is not None else None,
                 "retransmits": r["retransmits"],
                 "timeouts": r["timeouts"],
                 "spurious": r["spurious_retransmits"],
                 "acked_window_bytes": win,
             }
         )
-    # drops by kind as ns-3's records have them (the engine has no handshake: no SYN / SYN-ACK)
+    # drops by kind as ns-3's records have them ("ack": packets without payload, SYN / SYN-ACK included)
     channels = {
         c["name"]: {
             "drops": c["drops"],

@@ -13,9 +13,12 @@ Matching rules (also in the README):
 - **TCP.** Initial window 10, minimum RTO 200 ms, no delayed ACK (ns-3 ``DelAckCount`` 1) unless a
   scenario says so, NewReno congestion control (ns-3 ``TcpNewReno``, engine ``reno``), SACK on or off on both.
 - **Routes.** The engine picks the routes (per-flow ECMP); ns-3 gets the same paths as static host routes.
-- **Handshake.** The engine has none. Where a scenario sets ``ns3_handshake_lead_ns`` (leafspine, twoway:
-  ``HANDSHAKE_LEAD_NS``), ns-3's clock runs that much ahead: every flow connects at its engine start time
-  and sends data the lead later, so the data phase starts as the engine's does (``ns3_run.timeline``).
+- **Handshake.** Without a lead (single, pair, finite, longlived) both sides connect at the flow's start
+  and send data at the establishment, the engine with ns-3's handshake (``engine_side.NS3_HANDSHAKE``:
+  58-byte SYN / SYN-ACK, 3 s connect timeout, 6 SYNs), and both count FCTs from the establishment. Where a
+  scenario sets ``ns3_handshake_lead_ns`` (leafspine, twoway: ``HANDSHAKE_LEAD_NS``) the engine has no
+  handshake and ns-3's clock runs that much ahead: every flow connects at its engine start time and sends
+  data the lead later, so the data phase starts as the engine's does (``ns3_run.timeline``).
 """
 
 from __future__ import annotations
@@ -73,7 +76,8 @@ class Scenario:
     # ns-3's NewReno recovery (ns3_run: "prr-fixed" = FxPrr, "prr" = 3.44's, "classic" = RFC 6582); None =
     # the runner's default (FxPrr without SACK, 3.44's PRR with SACK)
     ns3_recovery: str | None = None
-    # ns-3 only: connect this long before the data start (the engine has no handshake); see ns3_run.timeline
+    # ns-3 connects this long before the data start and the engine has no handshake (ns3_run.timeline); 0 =
+    # both connect at the start, the engine with ns-3's handshake (engine_side.NS3_HANDSHAKE)
     ns3_handshake_lead_ns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 

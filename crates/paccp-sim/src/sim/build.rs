@@ -128,6 +128,7 @@ fn params(sc: &Scenario) -> Result<Params> {
         prr: t.prr,
         ack_delay_mean: Ps::from_ns(t.ack_delay_mean_ns).0,
         seed: sc.seed,
+        hs: crate::transport::handshake::params(t.handshake.as_ref())?,
     })
 }
 

@@ -212,6 +212,9 @@ impl Simulation {
         {
             out["connections"] = c;
         }
+        if let Some(h) = crate::transport::handshake::output(&self.flows, &self.p) {
+            out["handshake"] = h;
+        }
         Ok(out)
     }
 

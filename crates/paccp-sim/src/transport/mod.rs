@@ -14,6 +14,8 @@
 //!   and its duplicate-ACK marks outlive the recovery as ns-3's do ([`prr::RenoSacks`]);
 //!   RTO per RFC 6298 with exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
 //!   ([`crate::cc`]).
+//! - Optionally ([`handshake`]) a flow opens with a three-way handshake (SYN, SYN-ACK, third ACK)
+//!   before its data.
 //!
 //! Handlers reach the rest of the engine only through a [`Ctx`]: the clock and the event queue, the
 //! channels (to inject a packet or wait for room in the NIC queue), the packet counters, and the list
@@ -27,6 +29,7 @@
 //! windows to a coupled controller.
 pub(crate) mod cbr;
 pub(crate) mod conn;
+pub(crate) mod handshake;
 pub(crate) mod prr;
 pub(crate) mod receiver;
 pub(crate) mod sack_recovery;
@@ -65,6 +68,8 @@ pub(crate) struct Params {
     pub(crate) ack_delay_mean: u64,
     /// The scenario's seed (the receivers' `ack_delay/<flow id>` streams).
     pub(crate) seed: u64,
+    /// The three-way handshake ([`handshake`]); None = none.
+    pub(crate) hs: Option<handshake::Params>,
 }
 
 /// What a transport handler may do besides changing its own flow.
@@ -194,6 +199,8 @@ pub(crate) struct Sender {
     pub(crate) rtt: Rtt,
     pub(crate) retransmits: u64,
     pub(crate) timeouts: u64,
+    /// The handshake ([`handshake`]): open at once without one.
+    pub(crate) hs: handshake::Hs,
 }
 
 /// The receiving side of a flow.
@@ -237,6 +244,7 @@ impl Flow {
                 (n, (s - (n - 1) * p.mss) as u32)
             }
         };
+        let info_is_tcp = info.cbr_bps.is_none();
         let ack_rng = (p.ack_delay_mean > 0)
             .then(|| Box::new(stream(p.seed, &format!("ack_delay/{}", info.id))));
         Flow {
@@ -277,6 +285,7 @@ impl Flow {
                 },
                 retransmits: 0,
                 timeouts: 0,
+                hs: handshake::Hs::new(p.hs.is_some() && info_is_tcp),
             },
             rcv: Receiver {
                 rcv_nxt: 0,

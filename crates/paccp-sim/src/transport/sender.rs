@@ -114,6 +114,10 @@ impl Flow {
 
     /// Sends what the window (and the NIC gate) allows; arms the timer if data is outstanding.
     pub(crate) fn try_send(&mut self, idx: u32, cx: &mut Ctx<'_>) {
+        if !self.snd.hs.open {
+            self.hs_start(idx, cx);
+            return;
+        }
         if cx.p.sack && self.snd.in_recovery {
             self.try_send_sack_recovery(idx, cx);
             self.arm_rto_if_idle(idx, cx);
@@ -243,6 +247,11 @@ impl Flow {
             cx.schedule(d, Ev::Rto { flow: idx });
             return;
         }
+        if !s.hs.open {
+            self.syn_timeout(idx, cx);
+            return;
+        }
+        let s = &mut self.snd;
         s.timeouts += 1;
         s.cc.on_rto(&mut s.win, &ctx);
         s.in_recovery = false;
@@ -263,6 +272,10 @@ impl Flow {
     /// An ACK reached the sender.
     pub(crate) fn on_ack(&mut self, idx: u32, pkt: Pkt, cx: &mut Ctx<'_>) {
         if self.info.finished.is_some() {
+            return;
+        }
+        if pkt.seq >= super::handshake::HS_ACK {
+            self.on_handshake(idx, pkt, cx);
             return;
         }
         let now = cx.now();
@@ -411,7 +424,7 @@ impl Flow {
 }
 
 /// RTT sample `r_ns` (RFC 6298) from an echoed send time; updates srtt, rttvar and the RTO.
-fn rtt_sample(s: &mut Sender, r: f64, min_rto: u64, max_rto: u64) {
+pub(crate) fn rtt_sample(s: &mut Sender, r: f64, min_rto: u64, max_rto: u64) {
     let t = &mut s.rtt;
     if t.has_rtt {
         t.rttvar_ns = 0.75 * t.rttvar_ns + 0.25 * (t.srtt_ns - r).abs();

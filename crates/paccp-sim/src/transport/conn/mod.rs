@@ -175,6 +175,8 @@ impl Connection {
         for &fl in &subs {
             let f = &mut flows[fl as usize];
             f.snd.nsegs = 0;
+            // Subflows start without a handshake (MPTCP's MP_CAPABLE / MP_JOIN are not modelled).
+            f.snd.hs = crate::transport::handshake::Hs::new(false);
             f.sub = Some(Box::new(SubMap {
                 conn: idx,
                 base: 0,
