@@ -107,6 +107,7 @@ def register(app: typer.Typer) -> None:
             None,
             help="ns-3 recovery: prr-fixed (FxPrr; NewReno default), prr (3.44; SACK default), classic",
         ),
+        tcp: str = typer.Option("newreno,sack", help="ns-3 scenarios: comma-separated TCP variants"),
     ) -> None:
         """Engine vs ns-3 3.44 (and vs the Linux kernel): FCT, goodput, utilisation, drops, retransmits."""
         from paccp.crosscheck.run import ns3_checks
@@ -116,6 +117,10 @@ def register(app: typer.Typer) -> None:
         if bad:
             known = ", ".join(scenarios.NS3_SCENARIOS)
             raise UserError(f"--only: unknown scenario {bad[0]!r} (known: {known})")
+        variants = {"newreno": False, "sack": True}
+        tcps = [t for t in tcp.split(",") if t]
+        if not tcps or any(t not in variants for t in tcps):
+            raise UserError(f"--tcp: {tcp!r} is not a comma-separated list of newreno, sack")
         overrides: dict[str, Any] = {}
         for key, val in (("duration_ns", duration_ms), ("warmup_ns", warmup_ms), ("min_rto_ns", min_rto_ms)):
             if val is not None:
@@ -134,7 +139,12 @@ def register(app: typer.Typer) -> None:
             except ImportError:
                 raise UserError("the ns3 wheel is not installed: pip install 'ns3==3.44.post0'") from None
             result["ns3"] = ns3_checks(
-                names, None, lambda s: typer.echo(s), cache=out / "ns3-cache", overrides=overrides
+                names,
+                None,
+                lambda s: typer.echo(s),
+                sacks=tuple(variants[t] for t in dict.fromkeys(tcps)),
+                cache=out / "ns3-cache",
+                overrides=overrides,
             )
         if kernel:
             if os.geteuid() != 0:

@@ -104,12 +104,92 @@ void OnAck(uint32_t i, SequenceNumber32 o, SequenceNumber32 n) {
         r.sock->Close();
     }
 }
+// RFC 6937 PRR for NewReno without SACK on the ns-3 side, as Linux's tcp_cwnd_reduction computes it, on
+// ns-3's own scoreboard (the socket's TcpTxBuffer, bound in Start): on every ACK of the recovery
+// DeliveredData = the change of snd.una + the change of the bytes marked SACKed (without SACK, ns-3's
+// Reno marks: a duplicate ACK adds one if it can, a cumulative ACK removes the ones it covers), pipe =
+// the buffer's BytesInFlight *after* the ACK (RFC 6675: sent - SACKed - lost + retransmitted), and
+//   pipe > ssthresh: sndcnt = ceil(prr_delivered * ssthresh / RecoverFS) - prr_out (in segments),
+//   else (PRR-SSRB):  sndcnt = min(ssthresh - pipe, max(prr_delivered - prr_out, DeliveredData)),
+// at least one segment on the first ACK; cwnd = pipe + sndcnt; RecoverFS = the window before the
+// decrease (Linux prior_cwnd, as the engine). Linux adds one segment to the SSRB term when the ACK
+// advanced snd.una and marked nothing newly lost; in a NewReno recovery a partial ACK always marks the
+// new head lost (ns-3 MarkHeadAsLost, Linux tcp_newreno_mark_lost), so never. prr_out counts every
+// segment sent in the recovery (UpdateBytesSent), the fast retransmission and the partial-ACK
+// retransmissions (which ns-3 sends without checking the window) included.
+// ns-3 3.44's TcpPrrRecovery (and the first version of this class) does not: it multiplies
+// prr_delivered by ssthresh in 32 bits (ns-3 issue #1282), sets cwnd from the bytes in flight of
+// *before* the ACK, adds the Reno-marked segments to DeliveredData twice (once per duplicate ACK, again
+// when the cumulative ACK covers them, ns-3's delivered count includes them), stops counting duplicate
+// ACKs once prr_delivered reaches RecoverFS, and adds a segment whenever the ACK covered retransmitted
+// data; together these sent 3 segments per 2 ACKs in long recoveries (see the README).
+// SACK runs keep 3.44's class (there the bytes in flight are current; its recoveries are short).
+class FxPrr : public TcpClassicRecovery {
+  public:
+    static TypeId GetTypeId() {
+        static TypeId tid = TypeId("fxcc::FxPrr")
+                                .SetParent<TcpClassicRecovery>()
+                                .AddConstructor<FxPrr>()
+                                .SetGroupName("Internet");
+        return tid;
+    }
+    FxPrr() = default;
+    FxPrr(const FxPrr &o) = default;
+    std::string GetName() const override { return "FxPrr"; }
+    void Bind(Ptr<TcpTxBuffer> b) { tb = b; }
+    void EnterRecovery(Ptr<TcpSocketState> tcb, uint32_t, uint32_t, uint32_t) override {
+        NS_ABORT_MSG_IF(!tb, "fxcc::FxPrr is not bound to its socket's TcpTxBuffer");
+        int64_t seg = tcb->m_segmentSize;
+        out = 0;
+        got = 0;
+        fs = std::max<int64_t>(tcb->m_cWnd.Get(), seg);
+        una = tb->HeadSequence();
+        sacked = tb->GetSacked();
+        Reduce(tcb, seg);  // the entering duplicate ACK delivered one segment (its Reno mark)
+    }
+    void DoRecovery(Ptr<TcpSocketState> tcb, uint32_t, bool) override {
+        SequenceNumber32 u = tb->HeadSequence();
+        int64_t sk = tb->GetSacked();
+        int64_t d = static_cast<int64_t>(u - una) + (sk - sacked);
+        una = u;
+        sacked = sk;
+        if (d > 0) Reduce(tcb, d);
+    }
+    void ExitRecovery(Ptr<TcpSocketState> tcb) override { tcb->m_cWndInfl = tcb->m_cWnd; }
+    void UpdateBytesSent(uint32_t b) override { out += b; }
+    Ptr<TcpRecoveryOps> Fork() override { return CopyObject<FxPrr>(this); }
+  private:
+    void Reduce(Ptr<TcpSocketState> tcb, int64_t d) {
+        got += d;
+        int64_t seg = tcb->m_segmentSize, pipe = tb->BytesInFlight(), ss = tcb->m_ssThresh.Get(), n;
+        if (pipe > ss) {
+            n = (got * ss + fs * seg - 1) / (fs * seg) * seg - out;  // rounded up to whole segments
+        } else {
+            n = std::min<int64_t>(ss - pipe, std::max<int64_t>(got - out, d));
+        }
+        n = std::max<int64_t>(n, out > 0 ? 0 : seg);
+        tcb->m_cWnd = static_cast<uint32_t>(pipe + std::max<int64_t>(n, 0));
+        tcb->m_cWndInfl = tcb->m_cWnd;
+    }
+    Ptr<TcpTxBuffer> tb;
+    SequenceNumber32 una;
+    int64_t out = 0, got = 0, fs = 1, sacked = 0;
+};
+TypeId FxPrrTypeId() { return FxPrr::GetTypeId(); }
+bool bindFxPrr = false;
+void UseFxPrr(bool on) { bindFxPrr = on; }
 void Start(uint32_t i, Ptr<Node> node, Ipv4Address src, Ipv4Address dst, uint16_t port, uint32_t sndbuf) {
     Rec &r = recs[i];
     r.tStart = Simulator::Now().GetSeconds();
     Ptr<Socket> s = Socket::CreateSocket(node, TcpSocketFactory::GetTypeId());
     r.sock = s;
     s->SetAttribute("SndBufSize", UintegerValue(sndbuf));
+    if (bindFxPrr) {
+        Ptr<TcpSocketBase> b = DynamicCast<TcpSocketBase>(s);
+        Ptr<FxPrr> fx = CreateObject<FxPrr>();
+        fx->Bind(b->GetTxBuffer());
+        b->SetRecoveryAlgorithm(fx);
+    }
     s->Bind(InetSocketAddress(src, 0));
     s->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, i));
     s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnState, i));
@@ -215,62 +295,6 @@ void AddQueue(Ptr<NetDevice> d, uint32_t pkts, bool host) {
 uint64_t QDrops(uint32_t k) {
     return ipTx[k] - queues[k]->GetTotalReceivedPackets();  // includes the queue's own drops
 }
-// RFC 6937 PRR for NewReno without SACK on the ns-3 side. ns-3 3.44's TcpPrrRecovery (a) multiplies
-// prr_delivered by ssthresh in 32 bits (ns-3 issue #1282, fixed after 3.44), and (b) sets
-// cwnd = BytesInFlight + sndcnt with the bytes in flight of *before* the ACK (TcpSocketBase updates them
-// before it counts the duplicate ACK as a Reno SACK and marks the head lost), so without SACK every
-// duplicate ACK may send max(sndcnt, 1) segments: the recovery keeps the pre-loss flight instead of
-// reducing it. This class is the same recovery with 64-bit arithmetic, the pipe after the ACK (one segment
-// less per duplicate or partial ACK without SACK, two on entry: the Reno SACK and the lost head) and
-// RecoverFS = FlightSize (RFC 6937). SACK runs keep 3.44's class (there the bytes in flight are current;
-// its recoveries are short, see the README).
-class FxPrr : public TcpClassicRecovery {
-  public:
-    static TypeId GetTypeId() {
-        static TypeId tid = TypeId("fxcc::FxPrr")
-                                .SetParent<TcpClassicRecovery>()
-                                .AddConstructor<FxPrr>()
-                                .SetGroupName("Internet");
-        return tid;
-    }
-    FxPrr() = default;
-    FxPrr(const FxPrr &o) = default;
-    std::string GetName() const override { return "FxPrr"; }
-    void EnterRecovery(Ptr<TcpSocketState> tcb, uint32_t, uint32_t unacked, uint32_t delivered) override {
-        out = 0;
-        got = 0;
-        fs = std::max<int64_t>(unacked, 1);
-        entering = true;
-        DoRecovery(tcb, delivered, true);
-        entering = false;
-    }
-    void DoRecovery(Ptr<TcpSocketState> tcb, uint32_t delivered, bool dup) override {
-        int64_t d = delivered;
-        int64_t seg = tcb->m_segmentSize;
-        if (dup && got < fs) d += seg;
-        if (d == 0) return;
-        got += d;
-        int64_t infl = tcb->m_bytesInFlight.Get(), ss = tcb->m_ssThresh.Get(), n;
-        infl = std::max<int64_t>(infl - (entering ? 2 : 1) * seg, 0);
-        if (infl > ss) {
-            n = (got * ss + fs - 1) / fs - out;
-        } else {
-            int64_t lim = std::max<int64_t>(got - out, d);
-            if (tcb->m_isRetransDataAcked) lim += seg;
-            n = std::min<int64_t>(lim, ss - infl);
-        }
-        n = std::max<int64_t>(n, out > 0 ? 0 : seg);
-        tcb->m_cWnd = static_cast<uint32_t>(std::max<int64_t>(infl + n, 0));
-        tcb->m_cWndInfl = tcb->m_cWnd;
-    }
-    void ExitRecovery(Ptr<TcpSocketState> tcb) override { tcb->m_cWndInfl = tcb->m_cWnd; }
-    void UpdateBytesSent(uint32_t b) override { out += b; }
-    Ptr<TcpRecoveryOps> Fork() override { return CopyObject<FxPrr>(this); }
-  private:
-    int64_t out = 0, got = 0, fs = 1;
-    bool entering = false;
-};
-TypeId FxPrrTypeId() { return FxPrr::GetTypeId(); }
 }
 """
 
@@ -309,6 +333,7 @@ def _ns(ns: Any, cppyy: Any, spec: dict[str, Any]) -> dict[str, Any]:
     # NewReno: the fixed PRR (FxPrr above) unless the spec asks for 3.44's own ("prr") or "classic"
     rec = NS3_RECOVERIES[tcp.get("ns3_recovery", "prr" if tcp["sack"] else "prr-fixed")]
     cppyy.gbl.fxcc.FxPrrTypeId()  # registers the fixed PRR's TypeId
+    cppyy.gbl.fxcc.UseFxPrr(rec == "fxcc::FxPrr")  # each sender's FxPrr reads its own socket's scoreboard
     cfg("ns3::TcpL4Protocol::RecoveryType", ns.TypeIdValue(ns.TypeId.LookupByName(rec)))
     cfg("ns3::TcpSocketBase::Sack", ns.BooleanValue(bool(tcp["sack"])))
     cfg("ns3::TcpSocketBase::Timestamp", ns.BooleanValue(True))
