@@ -89,6 +89,16 @@ def _paccp_dumbbells(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
     return res
 
 
+def _finite_seeds(n: int, names: list[str]) -> list[int]:
+    """The seeds of ``--seeds n`` (1 .. n); more than one needs ``finite`` among the scenarios."""
+    from paccp.crosscheck.seeds import seed_list
+
+    seeds = seed_list(n)
+    if len(seeds) > 1 and "finite" not in names:
+        raise UserError("--seeds: only the finite scenario runs over seeds; add finite to --only")
+    return seeds
+
+
 def register(app: typer.Typer) -> None:
     """Add ``paccp crosscheck`` to the CLI."""
 
@@ -107,6 +117,7 @@ def register(app: typer.Typer) -> None:
             None,
             help="ns-3 recovery: prr-fixed (FxPrr; NewReno default), prr (3.44; SACK default), classic",
         ),
+        seeds: int = typer.Option(1, help="finite: run seeds 1..N on both sides, pool the flows (seeds.py)"),
     ) -> None:
         """Engine vs ns-3 3.44 (and vs the Linux kernel): FCT, goodput, utilisation, drops, retransmits."""
         from paccp.crosscheck.run import ns3_checks
@@ -116,6 +127,9 @@ def register(app: typer.Typer) -> None:
         if bad:
             known = ", ".join(scenarios.NS3_SCENARIOS)
             raise UserError(f"--only: unknown scenario {bad[0]!r} (known: {known})")
+        # --seeds N > 1: finite runs over seeds 1..N (paccp.crosscheck.seeds), not in the one-seed loop
+        seed_list = _finite_seeds(seeds, names)
+        pooled = ["finite"] if len(seed_list) > 1 else []
         overrides: dict[str, Any] = {}
         for key, val in (("duration_ns", duration_ms), ("warmup_ns", warmup_ms), ("min_rto_ns", min_rto_ms)):
             if val is not None:
@@ -134,7 +148,17 @@ def register(app: typer.Typer) -> None:
             except ImportError:
                 raise UserError("the ns3 wheel is not installed: pip install 'ns3==3.44.post0'") from None
             result["ns3"] = ns3_checks(
-                names, None, lambda s: typer.echo(s), cache=out / "ns3-cache", overrides=overrides
+                [n for n in names if n not in pooled],
+                None,
+                lambda s: typer.echo(s),
+                cache=out / "ns3-cache",
+                overrides=overrides,
+            )
+        if pooled:
+            from paccp.crosscheck.seeds import run_finite_seeds
+
+            result["finite_seeds"] = run_finite_seeds(
+                seed_list, lambda s: typer.echo(s), cache=out / "ns3-cache", overrides=overrides
             )
         if kernel:
             if os.geteuid() != 0:

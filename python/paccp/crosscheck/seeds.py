@@ -1,0 +1,207 @@
+"""The ``finite`` cross-check over several seeds (``paccp crosscheck --only finite --seeds N``).
+
+One seed of ``finite`` has only 15 flows of 10 MB, and its class median is decided by which two or three
+of them happen to hit a tail loss and wait a 200 ms retransmission timeout: one draw of a chaotic
+process. Here seed s = 1 .. N builds ``scenarios.finite(sack, s)`` (other sizes order, hosts and start
+times), runs it on the engine and on ns-3 with the same matched spec (the engine's routes), and pools:
+
+- per size class the median and p99 FCT over the flows of all seeds (``run.metrics`` on the seeds'
+  flows together: the same rule as one seed), drops, retransmissions and timeouts summed over the seeds,
+  each with the ratio engine / ns-3 (``run.compare``);
+- per seed the same comparison, so the spread of the per-seed ratios is visible beside the pooled one;
+- the issue's done-when checks (:func:`checks`) judged on the pooled figures.
+
+Seed 1 is the one-seed scenario (``paccp crosscheck`` without ``--seeds``), whose output is unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from paccp.crosscheck import scenarios
+from paccp.crosscheck.engine_side import ns3_spec, run_engine
+from paccp.crosscheck.run import compare, format_table, metrics, run_ns3
+from paccp.errors import UserError
+
+MEDIAN_TOL = 0.10
+"""Issue 16's done-when: every size class's median FCT within 10 % of ns-3's (NewReno and SACK)."""
+RTO_FACTOR = 2.0
+"""Issue 16's done-when: NewReno's retransmission-timeout count within 2x of ns-3's."""
+
+
+def seed_list(n: int) -> list[int]:
+    """The seeds of ``--seeds n``: 1 .. n (seed 1 = the one-seed run)."""
+    if n < 1:
+        raise UserError(f"--seeds must be at least 1, not {n}")
+    return list(range(1, n + 1))
+
+
+def pool(sc: scenarios.Scenario, results: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """``run.metrics`` over several seeds' results of one side: the flows of all seeds together (median
+    and p99 per size class over the pooled flows), every seed's channels (drops summed)."""
+    flows: list[dict[str, Any]] = []
+    channels: dict[str, Any] = {}
+    for k, res in enumerate(results):
+        flows += res["flows"]
+        channels |= {f"{k}:{name}": ch for name, ch in res["channels"].items()}
+    return metrics(sc, {"flows": flows, "channels": channels})
+
+
+def summarise(
+    sc: scenarios.Scenario, runs: dict[int, tuple[dict[str, Any], dict[str, Any]]]
+) -> dict[str, Any]:
+    """Pooled and per-seed comparison of one variant from ``{seed: (engine result, ns-3 result)}``.
+
+    ``compare``: the pooled metrics side by side (engine, ref = ns-3, ratio); ``per_seed``: each seed's
+    comparison; ``spread``: per metric the per-seed ratios in seed order and their min / max."""
+    seeds = sorted(runs)
+    pooled = compare(pool(sc, (runs[s][0] for s in seeds)), pool(sc, (runs[s][1] for s in seeds)))
+    per_seed = {s: compare(metrics(sc, runs[s][0]), metrics(sc, runs[s][1])) for s in seeds}
+    spread: dict[str, Any] = {}
+    for key in pooled:
+        ratios = [per_seed[s].get(key, {}).get("ratio") for s in seeds]
+        known = [r for r in ratios if r is not None]
+        spread[key] = {
+            "ratios": ratios,
+            "min": min(known) if known else None,
+            "max": max(known) if known else None,
+        }
+    return {
+        "seeds": seeds,
+        "compare": pooled,
+        "per_seed": {str(s): c for s, c in per_seed.items()},
+        "spread": spread,
+    }
+
+
+def _classes(cmp: dict[str, Any]) -> list[str]:
+    """The median-FCT rows of a comparison in size order (``fct_med_ms[10K]`` ...)."""
+    rows = [k for k in cmp if k.startswith("fct_med_ms[")]
+    return sorted(rows, key=lambda k: int(k[len("fct_med_ms[") : -2]))
+
+
+def _span(spread: dict[str, Any], key: str) -> str:
+    s = spread.get(key, {})
+    return "-" if s.get("min") is None else f"{s['min']:.3f}-{s['max']:.3f}"
+
+
+def _within(ratio: Any, tol: float) -> bool | None:
+    return None if not isinstance(ratio, int | float) else abs(ratio - 1.0) <= tol
+
+
+def median_check(variant: str, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """``checks`` row: every size class's pooled median FCT within MEDIAN_TOL of ns-3's; ``ours`` gives
+    the pooled ratios and, per class, the range of the per-seed ratios."""
+    from paccp.experiments import check
+
+    stmt = f"finite {variant}: every size class's median FCT within {MEDIAN_TOL:.0%} of ns-3's"
+    if summary is None:
+        return check(stmt, f"within {MEDIAN_TOL:.0%}", "not run", None)
+    cmp, spread = summary["compare"], summary["spread"]
+    keys = _classes(cmp)
+    ratios = [cmp[k]["ratio"] for k in keys]
+    ok = None if not keys or None in ratios else all(_within(r, MEDIAN_TOL) for r in ratios)
+    names = " / ".join(k[len("fct_med_ms[") : -1] for k in keys)
+    pooled = " / ".join("-" if r is None else f"{r:.3f}" for r in ratios)
+    per_seed = " / ".join(_span(spread, k) for k in keys)
+    n = len(summary["seeds"])
+    return check(
+        stmt + f" (flows of {n} seeds pooled)",
+        f"within {MEDIAN_TOL:.0%}",
+        f"{names}: pooled {pooled}; per seed {per_seed}",
+        ok,
+    )
+
+
+def timeout_check(variant: str, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """``checks`` row: the summed retransmission timeouts within RTO_FACTOR of ns-3's (both none holds)."""
+    from paccp.experiments import check
+
+    stmt = f"finite {variant}: retransmission timeouts within {RTO_FACTOR:g}x of ns-3's"
+    if summary is None:
+        return check(stmt, f"within {RTO_FACTOR:g}x", "not run", None)
+    row = summary["compare"].get("timeouts", {})
+    e, r = row.get("engine"), row.get("ref")
+    ok = None if e is None or r is None else (e <= RTO_FACTOR * r and r <= RTO_FACTOR * e)
+    per_seed = ", ".join(
+        f"{c['timeouts']['engine']}/{c['timeouts']['ref']}" for c in summary["per_seed"].values()
+    )
+    n = len(summary["seeds"])
+    return check(
+        stmt + f" (summed over {n} seeds)",
+        f"within {RTO_FACTOR:g}x",
+        f"engine {e} vs ns-3 {r}; per seed (engine/ns-3) {per_seed}",
+        ok,
+    )
+
+
+def checks(summaries: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """The issue's done-when rows for ``finite`` on the pooled figures (``summaries``: ``newreno`` and
+    ``sack`` -> :func:`summarise` output, None = not run): NewReno medians and timeouts, SACK medians."""
+    return [
+        median_check("NewReno", summaries.get("newreno")),
+        timeout_check("NewReno", summaries.get("newreno")),
+        median_check("SACK", summaries.get("sack")),
+    ]
+
+
+def format_spread(title: str, summary: dict[str, Any]) -> str:
+    """Plain-text table: per metric the pooled ratio and each seed's ratio."""
+    seeds = summary["seeds"]
+    lines = [
+        f"== {title}: ratio engine / ns-3, pooled and per seed",
+        f"{'metric':28s} {'pooled':>7s} " + " ".join(f"{'s' + str(s):>7s}" for s in seeds),
+    ]
+
+    def f(x: Any) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    for key, row in summary["compare"].items():
+        per = summary["spread"][key]["ratios"]
+        lines.append(f"{key:28s} {f(row['ratio']):>7s} " + " ".join(f"{f(r):>7s}" for r in per))
+    return "\n".join(lines)
+
+
+def run_finite_seeds(
+    seeds: list[int],
+    log: Callable[[str], None],
+    cache: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    sacks: tuple[bool, ...] = (False, True),
+) -> dict[str, Any]:
+    """Run ``finite`` with each seed on the engine and ns-3 (NewReno and SACK); pooled comparison,
+    per-seed spread and the done-when ``checks``. ``overrides``: scenario fields for both sides, as
+    ``run.ns3_checks`` takes them."""
+    out: dict[str, Any] = {}
+    summaries: dict[str, dict[str, Any] | None] = {"newreno": None, "sack": None}
+    for sack in sacks:
+        variant = "sack" if sack else "newreno"
+        runs: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        ns3_flows: dict[str, Any] = {}
+        sc = scenarios.finite(sack)
+        for seed in seeds:
+            sc = dataclasses.replace(scenarios.finite(sack, seed), **(overrides or {}))
+            if not 0 <= sc.warmup_ns < sc.duration_ns:
+                raise UserError(f"{sc.name}: the warm-up must be shorter than the duration")
+            eres, paths = run_engine(sc)
+            log(f"{sc.name} seed {seed}: engine done, running ns-3 ...")
+            nres = run_ns3(ns3_spec(sc, paths), cache)
+            runs[seed] = (eres, nres)
+            ns3_flows[str(seed)] = nres["flows"]
+        summary = summarise(sc, runs)
+        summary["ns3_flows"] = ns3_flows
+        if overrides:
+            summary["overrides"] = overrides
+        summaries[variant] = summary
+        out[variant] = summary
+        title = f"{sc.name}, seeds {seeds[0]}-{seeds[-1]}"
+        log(format_table(f"{title} pooled", summary["compare"], "ns-3"))
+        log(format_spread(title, summary))
+    out["checks"] = checks(summaries)
+    verdict = {True: "holds", False: "FAILS", None: "not judged"}
+    for c in out["checks"]:
+        log(f"[{verdict[c['holds']]}] {c['statement']}: {c['ours']}")
+    return out
