@@ -62,14 +62,23 @@ def test_pooled_median_is_over_the_flows_of_all_seeds_and_counts_are_summed() ->
     assert (cmp["timeouts"]["engine"], cmp["timeouts"]["ref"]) == (1, 3)
     assert (cmp["retransmits"]["engine"], cmp["retransmits"]["ref"]) == (6, 8)
     assert s["spread"]["timeouts"]["ratios"] == [0.5, 0.0]
+    assert (cmp["timeouts[10K]"]["engine"], cmp["timeouts[10K]"]["ref"]) == (1, 3)
+    assert "not_established" not in cmp  # records without conn_delay_ns
+    # per flow, matched by seed and id: 10 MB ratios 1, 0.5, 1, 1, 1, 1
+    assert s["paired"]["10000K"] == {"flows": 6, "median_ratio": 1.0, "within_tol": 5}
 
 
 def test_unfinished_flows_are_summed_and_left_out_of_the_medians() -> None:
     runs = _runs()
-    runs[2][1]["flows"].append(_flow("late", M10, None))
-    cmp = seeds.summarise(SC, runs)["compare"]
+    runs[2][1]["flows"].append(_flow("late", M10, None) | {"conn_delay_ns": None})
+    runs[2][0]["flows"].append(_flow("late", M10, 50.0) | {"conn_delay_ns": 24_000})
+    s = seeds.summarise(SC, runs)
+    cmp = s["compare"]
     assert cmp["unfinished[10000K]"] == {"engine": None, "ref": 1, "ratio": None}
     assert cmp["fct_med_ms[10000K]"]["ref"] == pytest.approx(3.0)
+    assert cmp["fct_med_ms[10000K]"]["engine"] == pytest.approx(3.0)
+    assert (cmp["not_established"]["engine"], cmp["not_established"]["ref"]) == (0, 1)
+    assert s["paired"]["10000K"]["flows"] == 6  # finished on one side only: not paired
 
 
 def test_checks_hold_on_matching_pooled_figures_and_fail_otherwise() -> None:

@@ -17,6 +17,7 @@ Seed 1 is the one-seed scenario (``paccp crosscheck`` without ``--seeds``), whos
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -39,15 +40,47 @@ def seed_list(n: int) -> list[int]:
     return list(range(1, n + 1))
 
 
+def side_metrics(sc: scenarios.Scenario, res: dict[str, Any]) -> dict[str, Any]:
+    """``run.metrics`` and, per size class, the retransmission timeouts; flows whose handshake never
+    completed (``not_established``: every SYN lost, the 3 s retry past the run's end; they count as
+    unfinished, outside the medians)."""
+    out = metrics(sc, res)
+    for sz in sorted({f["size_bytes"] for f in res["flows"] if f["size_bytes"]}):
+        out[f"timeouts[{sz // 1000}K]"] = sum(f["timeouts"] for f in res["flows"] if f["size_bytes"] == sz)
+    if any("conn_delay_ns" in f for f in res["flows"]):
+        out["not_established"] = sum(1 for f in res["flows"] if f.get("conn_delay_ns", 0) is None)
+    return out
+
+
 def pool(sc: scenarios.Scenario, results: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """``run.metrics`` over several seeds' results of one side: the flows of all seeds together (median
-    and p99 per size class over the pooled flows), every seed's channels (drops summed)."""
+    """:func:`side_metrics` over several seeds' results of one side: the flows of all seeds together
+    (median and p99 per size class over the pooled flows), every seed's channels (drops summed)."""
     flows: list[dict[str, Any]] = []
     channels: dict[str, Any] = {}
     for k, res in enumerate(results):
         flows += res["flows"]
         channels |= {f"{k}:{name}": ch for name, ch in res["channels"].items()}
-    return metrics(sc, {"flows": flows, "channels": channels})
+    return side_metrics(sc, {"flows": flows, "channels": channels})
+
+
+def paired(runs: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
+    """Per size class over the flows finished on both sides (matched by seed and id): the median of the
+    per-flow FCT ratios engine / ns-3 and how many are within MEDIAN_TOL (not an issue target)."""
+    ratios: dict[int, list[float]] = {}
+    for eres, nres in runs.values():
+        ref = {f["id"]: f for f in nres["flows"]}
+        for f in eres["flows"]:
+            r = ref.get(f["id"])
+            if f["size_bytes"] and r and f["fct_ns"] and r["fct_ns"]:
+                ratios.setdefault(f["size_bytes"], []).append(f["fct_ns"] / r["fct_ns"])
+    return {
+        f"{sz // 1000}K": {
+            "flows": len(rs),
+            "median_ratio": statistics.median(rs),
+            "within_tol": sum(1 for x in rs if abs(x - 1.0) <= MEDIAN_TOL),
+        }
+        for sz, rs in sorted(ratios.items())
+    }
 
 
 def summarise(
@@ -59,7 +92,7 @@ def summarise(
     comparison; ``spread``: per metric the per-seed ratios in seed order and their min / max."""
     seeds = sorted(runs)
     pooled = compare(pool(sc, (runs[s][0] for s in seeds)), pool(sc, (runs[s][1] for s in seeds)))
-    per_seed = {s: compare(metrics(sc, runs[s][0]), metrics(sc, runs[s][1])) for s in seeds}
+    per_seed = {s: compare(side_metrics(sc, runs[s][0]), side_metrics(sc, runs[s][1])) for s in seeds}
     spread: dict[str, Any] = {}
     for key in pooled:
         ratios = [per_seed[s].get(key, {}).get("ratio") for s in seeds]
@@ -74,6 +107,7 @@ def summarise(
         "compare": pooled,
         "per_seed": {str(s): c for s, c in per_seed.items()},
         "spread": spread,
+        "paired": paired(runs),
     }
 
 
@@ -162,6 +196,11 @@ def format_spread(title: str, summary: dict[str, Any]) -> str:
     for key, row in summary["compare"].items():
         per = summary["spread"][key]["ratios"]
         lines.append(f"{key:28s} {f(row['ratio']):>7s} " + " ".join(f"{f(r):>7s}" for r in per))
+    for cls, p in summary["paired"].items():
+        lines.append(
+            f"per-flow FCT ratio [{cls}]: median {p['median_ratio']:.3f}, {p['within_tol']} of {p['flows']} "
+            f"flows within {MEDIAN_TOL:.0%}"
+        )
     return "\n".join(lines)
 
 
