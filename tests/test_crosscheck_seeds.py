@@ -78,6 +78,12 @@ def test_unfinished_flows_are_summed_and_left_out_of_the_medians() -> None:
     assert cmp["fct_med_ms[10000K]"]["ref"] == pytest.approx(3.0)
     assert cmp["fct_med_ms[10000K]"]["engine"] == pytest.approx(3.0)
     assert (cmp["not_established"]["engine"], cmp["not_established"]["ref"]) == (0, 1)
+    # counted as later than every finished flow: ns-3's 7 flows 1, 3, 3, 3, 4, 9, unfinished
+    assert cmp["fct_med_all_ms[10000K]"]["ref"] == pytest.approx(3.0)
+    runs[1][1]["flows"].append(_flow("late2", M10, None))
+    cmp = seeds.summarise(SC, runs)["compare"]
+    assert cmp["fct_med_all_ms[10000K]"]["ref"] == pytest.approx(3.5)
+    assert cmp["fct_med_ms[10000K]"]["ref"] == pytest.approx(3.0)
     assert s["paired"]["10000K"]["flows"] == 6  # finished on one side only: not paired
 
 

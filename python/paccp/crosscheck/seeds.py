@@ -17,6 +17,7 @@ Seed 1 is the one-seed scenario (``paccp crosscheck`` without ``--seeds``), whos
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -41,12 +42,18 @@ def seed_list(n: int) -> list[int]:
 
 
 def side_metrics(sc: scenarios.Scenario, res: dict[str, Any]) -> dict[str, Any]:
-    """``run.metrics`` and, per size class, the retransmission timeouts; flows whose handshake never
+    """``run.metrics`` and, per size class, the retransmission timeouts and the median FCT over all its
+    flows, the unfinished ones counted as later than any (``fct_med_all_ms``); flows whose handshake never
     completed (``not_established``: every SYN lost, the 3 s retry past the run's end; they count as
     unfinished, outside the medians)."""
     out = metrics(sc, res)
     for sz in sorted({f["size_bytes"] for f in res["flows"] if f["size_bytes"]}):
-        out[f"timeouts[{sz // 1000}K]"] = sum(f["timeouts"] for f in res["flows"] if f["size_bytes"] == sz)
+        cls = [f for f in res["flows"] if f["size_bytes"] == sz]
+        out[f"timeouts[{sz // 1000}K]"] = sum(f["timeouts"] for f in cls)
+        # the median with the unfinished flows as later than every finished one (None: it is unfinished)
+        fct = sorted(math.inf if f["fct_ns"] is None else f["fct_ns"] / 1e6 for f in cls)
+        med = statistics.median(fct)
+        out[f"fct_med_all_ms[{sz // 1000}K]"] = med if math.isfinite(med) else None
     if any("conn_delay_ns" in f for f in res["flows"]):
         out["not_established"] = sum(1 for f in res["flows"] if f.get("conn_delay_ns", 0) is None)
     return out
