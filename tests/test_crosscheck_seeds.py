@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from paccp.cli import main
 from paccp.crosscheck import scenarios, seeds
 from paccp.errors import UserError
 
@@ -160,3 +162,20 @@ def test_seed_list() -> None:
     assert seeds.seed_list(5) == [1, 2, 3, 4, 5]
     with pytest.raises(UserError, match="--seeds"):
         seeds.seed_list(0)
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        (["--seeds", "0"], "--seeds must be at least 1"),
+        (["--seeds", "3", "--only", "single"], "add finite to --only"),
+    ],
+)
+def test_bad_seeds_are_one_line_exit_2(
+    args: list[str], want: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["crosscheck", "--no-kernel", "--out", str(tmp_path / "o"), *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and want in err, err
