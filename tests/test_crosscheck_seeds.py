@@ -70,6 +70,17 @@ def test_pooled_median_is_over_the_flows_of_all_seeds_and_counts_are_summed() ->
     assert s["paired"]["10000K"] == {"flows": 6, "median_ratio": 1.0, "within_tol": 5}
 
 
+def test_seed_bootstrap_resamples_whole_seeds_on_both_sides() -> None:
+    # 10 MB: seeds {1, 1} give 2 / 4 = 0.5, {2, 2} and {1, 2} 1.0; 10 KB always 1.0
+    boot = seeds.summarise(SC, _runs())["bootstrap"]
+    assert boot["fct_med_ms[10000K]"] == {"lo": 0.5, "hi": 1.0, "level": seeds.BOOTSTRAP_LEVEL}
+    assert (boot["fct_med_ms[10K]"]["lo"], boot["fct_med_ms[10K]"]["hi"]) == (1.0, 1.0)
+    assert seeds.summarise(SC, _runs())["bootstrap"] == boot  # seeded
+    assert seeds.summarise(SC, {1: _runs()[1]})["bootstrap"] == {}
+    row = seeds.checks({"newreno": seeds.summarise(SC, _runs())})[0]
+    assert row["ours"].endswith("seed bootstrap 90% 1.000-1.000 / 0.500-1.000")
+
+
 def test_unfinished_flows_are_summed_and_left_out_of_the_medians() -> None:
     runs = _runs()
     runs[2][1]["flows"].append(_flow("late", M10, None) | {"conn_delay_ns": None})
