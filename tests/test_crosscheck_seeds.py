@@ -75,10 +75,13 @@ def test_seed_bootstrap_resamples_whole_seeds_on_both_sides() -> None:
     boot = seeds.summarise(SC, _runs())["bootstrap"]
     assert boot["fct_med_ms[10000K]"] == {"lo": 0.5, "hi": 1.0, "level": seeds.BOOTSTRAP_LEVEL}
     assert (boot["fct_med_ms[10K]"]["lo"], boot["fct_med_ms[10K]"]["hi"]) == (1.0, 1.0)
+    # timeouts: seeds {1, 1} 2 / 4, {2, 2} 0 / 2, {1, 2} 1 / 3
+    assert (boot["timeouts"]["lo"], boot["timeouts"]["hi"]) == (0.0, 0.5)
     assert seeds.summarise(SC, _runs())["bootstrap"] == boot  # seeded
     assert seeds.summarise(SC, {1: _runs()[1]})["bootstrap"] == {}
-    row = seeds.checks({"newreno": seeds.summarise(SC, _runs())})[0]
-    assert row["ours"].endswith("seed bootstrap 90% 1.000-1.000 / 0.500-1.000")
+    rows = seeds.checks({"newreno": seeds.summarise(SC, _runs())})
+    assert rows[0]["ours"].endswith("seed bootstrap 90% 1.000-1.000 / 0.500-1.000")
+    assert rows[1]["ours"].endswith("seed bootstrap 90% 0.000-0.500")
 
 
 def test_unfinished_flows_are_summed_and_left_out_of_the_medians() -> None:

@@ -76,37 +76,45 @@ BOOTSTRAP_LEVEL = 0.90
 
 
 def seed_bootstrap(runs: dict[int, tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any]:
-    """Per size class, how much the pooled median ratio depends on the seeds drawn: the central
-    BOOTSTRAP_LEVEL interval of the ratio over BOOTSTRAP_DRAWS resamplings of the seeds with replacement
-    (the same seeds on both sides, finished flows as in the medians; ``random.Random(1)``). Empty with one
-    seed. Not an issue target: shown beside the checks."""
+    """How much the pooled ratios depend on the seeds drawn: per size class the median FCT ratio
+    (``fct_med_ms[...]``, finished flows as in the medians) and the summed ``timeouts`` ratio, each as
+    the central BOOTSTRAP_LEVEL interval over BOOTSTRAP_DRAWS resamplings of the seeds with replacement
+    (the same seeds on both sides; ``random.Random(1)``). Empty with one seed. Not an issue target:
+    shown beside the checks."""
     seeds = sorted(runs)
     if len(seeds) < 2:
         return {}
     fct: dict[int, list[dict[int, list[float]]]] = {}
+    rto: dict[int, list[int]] = {}
     for s in seeds:
-        fct[s] = []
+        fct[s], rto[s] = [], []
         for res in runs[s]:
             by: dict[int, list[float]] = {}
             for f in res["flows"]:
                 if f["size_bytes"] and f["fct_ns"] is not None:
                     by.setdefault(f["size_bytes"], []).append(f["fct_ns"] / 1e6)
             fct[s].append(by)
+            rto[s].append(sum(f["timeouts"] for f in res["flows"]))
     sizes = sorted({sz for s in seeds for by in fct[s] for sz in by})
     rng = random.Random(1)
-    ratios: dict[int, list[float]] = {sz: [] for sz in sizes}
+    ratios: dict[str, list[float]] = {f"fct_med_ms[{sz // 1000}K]": [] for sz in sizes}
+    ratios["timeouts"] = []
     for _ in range(BOOTSTRAP_DRAWS):
         pick = [rng.choice(seeds) for _ in seeds]
         for sz in sizes:
             e, r = ([x for s in pick for x in fct[s][side].get(sz, [])] for side in (0, 1))
             if e and r:
-                ratios[sz].append(statistics.median(e) / statistics.median(r))
+                ratios[f"fct_med_ms[{sz // 1000}K]"].append(statistics.median(e) / statistics.median(r))
+        te, tr = (sum(rto[s][side] for s in pick) for side in (0, 1))
+        if tr:
+            ratios["timeouts"].append(te / tr)
     tail = (1 - BOOTSTRAP_LEVEL) / 2
     out: dict[str, Any] = {}
-    for sz, rs in ratios.items():
-        rs.sort()
-        lo, hi = rs[round(tail * (len(rs) - 1))], rs[round((1 - tail) * (len(rs) - 1))]
-        out[f"fct_med_ms[{sz // 1000}K]"] = {"lo": lo, "hi": hi, "level": BOOTSTRAP_LEVEL}
+    for key, rs in ratios.items():
+        if rs:
+            rs.sort()
+            lo, hi = rs[round(tail * (len(rs) - 1))], rs[round((1 - tail) * (len(rs) - 1))]
+            out[key] = {"lo": lo, "hi": hi, "level": BOOTSTRAP_LEVEL}
     return out
 
 
@@ -218,11 +226,13 @@ def timeout_check(variant: str, summary: dict[str, Any] | None) -> dict[str, Any
     per_seed = ", ".join(
         f"{c['timeouts']['engine']}/{c['timeouts']['ref']}" for c in summary["per_seed"].values()
     )
+    boot = (summary.get("bootstrap") or {}).get("timeouts")
+    ci = "" if boot is None else f"; seed bootstrap {boot['level']:.0%} {boot['lo']:.3f}-{boot['hi']:.3f}"
     n = len(summary["seeds"])
     return check(
         stmt + f" (summed over {n} seeds)",
         f"within {RTO_FACTOR:g}x",
-        f"engine {e} vs ns-3 {r}; per seed (engine/ns-3) {per_seed}",
+        f"engine {e} vs ns-3 {r}; per seed (engine/ns-3) {per_seed}{ci}",
         ok,
     )
 
