@@ -9,7 +9,8 @@ times), runs it on the engine and on ns-3 with the same matched spec (the engine
   flows together: the same rule as one seed), drops, retransmissions and timeouts summed over the seeds,
   each with the ratio engine / ns-3 (``run.compare``);
 - per seed the same comparison, so the spread of the per-seed ratios is visible beside the pooled one;
-- the issue's done-when checks (:func:`checks`) judged on the pooled figures.
+  a seed bootstrap of the pooled ratios (:func:`seed_bootstrap`) and the per-flow ratios (:func:`paired`);
+- the issue's done-when checks (:func:`checks`) judged on the pooled figures, the spread beside.
 
 Seed 1 is the one-seed scenario (``paccp crosscheck`` without ``--seeds``), whose output is unchanged.
 """
@@ -289,7 +290,6 @@ def run_finite_seeds(
         variant = "sack" if sack else "newreno"
         runs: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         ns3_flows: dict[str, Any] = {}
-        sc = scenarios.finite(sack)
         for seed in seeds:
             sc = dataclasses.replace(scenarios.finite(sack, seed), **(overrides or {}))
             if not 0 <= sc.warmup_ns < sc.duration_ns:
@@ -299,7 +299,7 @@ def run_finite_seeds(
             nres = run_ns3(ns3_spec(sc, paths), cache)
             runs[seed] = (eres, nres)
             ns3_flows[str(seed)] = nres["flows"]
-        summary = summarise(sc, runs)
+        summary = summarise(sc, runs)  # run.metrics reads sc only for long-lived flows (none here)
         summary["ns3_flows"] = ns3_flows
         if overrides:
             summary["overrides"] = overrides
