@@ -89,6 +89,16 @@ def _paccp_dumbbells(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
     return res
 
 
+def _finite_seeds(n: int, names: list[str]) -> list[int]:
+    """The seeds of ``--seeds n`` (1 .. n); more than one needs ``finite`` among the scenarios."""
+    from paccp.crosscheck.seeds import seed_list
+
+    seeds = seed_list(n)
+    if len(seeds) > 1 and "finite" not in names:
+        raise UserError("--seeds: only the finite scenario runs over seeds; add finite to --only")
+    return seeds
+
+
 def register(app: typer.Typer) -> None:
     """Add ``paccp crosscheck`` to the CLI."""
 
@@ -108,6 +118,7 @@ def register(app: typer.Typer) -> None:
             help="ns-3 recovery: prr-fixed (FxPrr; NewReno default), prr (3.44; SACK default), classic",
         ),
         tcp: str = typer.Option("newreno,sack", help="ns-3 scenarios: comma-separated TCP variants"),
+        seeds: int = typer.Option(1, help="finite: run seeds 1..N on both sides, pool the flows (seeds.py)"),
     ) -> None:
         """Engine vs ns-3 3.44 (and vs the Linux kernel): FCT, goodput, utilisation, drops, retransmits."""
         from paccp.crosscheck.run import ns3_checks
@@ -121,6 +132,10 @@ def register(app: typer.Typer) -> None:
         tcps = [t for t in tcp.split(",") if t]
         if not tcps or any(t not in variants for t in tcps):
             raise UserError(f"--tcp: {tcp!r} is not a comma-separated list of newreno, sack")
+        sacks = tuple(variants[t] for t in dict.fromkeys(tcps))
+        # --seeds N > 1: finite runs over seeds 1..N (paccp.crosscheck.seeds), not in the one-seed loop
+        seed_list = _finite_seeds(seeds, names)
+        pooled = ["finite"] if len(seed_list) > 1 else []
         overrides: dict[str, Any] = {}
         for key, val in (("duration_ns", duration_ms), ("warmup_ns", warmup_ms), ("min_rto_ns", min_rto_ms)):
             if val is not None:
@@ -139,12 +154,18 @@ def register(app: typer.Typer) -> None:
             except ImportError:
                 raise UserError("the ns3 wheel is not installed: pip install 'ns3==3.44.post0'") from None
             result["ns3"] = ns3_checks(
-                names,
+                [n for n in names if n not in pooled],
                 None,
                 lambda s: typer.echo(s),
-                sacks=tuple(variants[t] for t in dict.fromkeys(tcps)),
+                sacks=sacks,
                 cache=out / "ns3-cache",
                 overrides=overrides,
+            )
+        if pooled:
+            from paccp.crosscheck.seeds import run_finite_seeds
+
+            result["finite_seeds"] = run_finite_seeds(
+                seed_list, lambda s: typer.echo(s), cache=out / "ns3-cache", overrides=overrides, sacks=sacks
             )
         if kernel:
             if os.geteuid() != 0:
