@@ -155,16 +155,17 @@ impl Channel {
         }
     }
 
-    /// Removes the pipe's head packet, which reaches the far end at `now`; returns it and, if another
-    /// packet follows, that packet's (serialisation end, arrival) times.
+    /// Removes the pipe's head packet, which reaches the far end now (its serialisation has ended);
+    /// returns it and, if another packet follows, that packet's (serialisation end, arrival) times.
+    /// The rest of the queue is not advanced (whoever looks at the queue advances it first).
     #[inline]
-    pub(crate) fn pop_head(&mut self, now: u64) -> Option<(Pkt, Option<(u64, u64)>)> {
-        self.advance(now.saturating_sub(1));
+    pub(crate) fn pop_head(&mut self) -> Option<(Pkt, Option<(u64, u64)>)> {
         let InPipe { pkt, .. } = self.pipe.pop_front()?;
         if self.on_wire > 0 {
             self.on_wire -= 1;
         } else {
-            // Zero propagation delay: its serialisation ends at this very instant.
+            // Not moved to the wire yet (nothing looked at the queue since its serialisation ended,
+            // or zero propagation delay): it leaves the queue part now.
             self.bytes -= pkt.size as u64;
         }
         let next = self.pipe.front().map(|n| (n.done, n.done + self.delay));
@@ -175,6 +176,18 @@ impl Channel {
     #[inline]
     pub(crate) fn queued(&self) -> u64 {
         (self.pipe.len() - self.on_wire as usize) as u64
+    }
+
+    /// [`Channel::advance_for`] unless the queue has room for a packet of `size` bytes with key `key`
+    /// even as it stands: a queue not brought up to date only overstates itself, so whoever then
+    /// asks [`Channel::has_room`] gets the same answer, without reading the queue's head packet
+    /// (rarely in cache on a large fabric). [`Channel::schedule_wake`] brings the queue up to date
+    /// itself before it looks at the next departure.
+    #[inline]
+    pub(crate) fn advance_unless_room(&mut self, size: u64, key: QKey, now: u64, from: u64) {
+        if !self.has_room(size, key) {
+            self.advance_for(now, from);
+        }
     }
 
     /// Whether the queue admits a packet of `size` bytes with key `key` (FIFO: the channel's packet
@@ -216,8 +229,18 @@ impl Channel {
         stats: &mut NetStats,
     ) -> bool {
         let now = q.now;
-        self.advance_for(now, q.cur_from);
         let size = pkt.size as u64;
+        // `on_wire` and `bytes` lag behind (packets whose serialisation has ended may still count as
+        // queued), so they only overstate the queue: if even the lagging queue admits the packet and
+        // does not raise `max_queue_bytes`, the exact one does the same, and the queue's head packet
+        // (rarely in cache on a large fabric) need not be read.
+        let lagging_ok = self.sched.is_none()
+            && (self.lossless
+                || (self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes))
+            && self.bytes + size <= self.max_queue_bytes;
+        if !lagging_ok {
+            self.advance_for(now, q.cur_from);
+        }
         let admitted = self.lossless
             || match self.sched.as_mut() {
                 None => self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes,
@@ -291,6 +314,8 @@ impl Channel {
         if self.wake_pending || self.waiters.is_empty() {
             return;
         }
+        // A no-op where the caller brought the queue up to date (to `now`, or as seen from this event).
+        self.advance_for(q.now, q.cur_from);
         if let Some(t) = self.next_departure() {
             self.wake_pending = true;
             q.schedule(t, Ev::NicRoom { ch });

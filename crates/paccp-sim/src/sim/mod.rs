@@ -154,7 +154,7 @@ impl Simulation {
             // arrival in place of the event being handled (the same order and sequence numbers as a
             // pop and a push).
             if let Ev::Hop { ch } = e.ev {
-                let Some((pkt, next)) = self.channels[ch as usize].pop_head(e.t) else {
+                let Some((pkt, next)) = self.channels[ch as usize].pop_head() else {
                     self.q.pop();
                     continue;
                 };
@@ -218,7 +218,7 @@ impl Simulation {
     /// Starts fetching what the next hops will read while this packet is forwarded (on a large fabric
     /// a channel and its pipe are rarely in cache), along the current bucket's sorted events: the
     /// channel of the hop three events ahead, the pipe head of the one two ahead (its channel was
-    /// fetched one event ago), and the next event's pipe head and queue head. No effect on results.
+    /// fetched one event ago), and the next event's pipe head. No effect on results.
     #[inline(always)]
     fn prefetch_next(&self) {
         if let Some(&Entry {
@@ -239,12 +239,8 @@ impl Simulation {
             ev: Ev::Hop { ch }, ..
         }) = self.q.peek()
         {
-            let c = &self.channels[ch as usize];
-            if let Some(h) = c.pipe.front() {
+            if let Some(h) = self.channels[ch as usize].pipe.front() {
                 prefetch_span(h);
-            }
-            if let Some(h) = c.pipe.get(c.on_wire as usize) {
-                prefetch(h);
             }
         }
     }
@@ -393,8 +389,8 @@ impl Simulation {
     fn serve_waiters(&mut self, ch: u32) {
         let now = self.q.now;
         let size = self.p.mss + self.p.header;
-        self.channels[ch as usize].advance(now);
         if self.channels[ch as usize].sched.is_some() {
+            self.channels[ch as usize].advance(now);
             let waiting: Vec<u32> = self.channels[ch as usize].waiters.drain(..).collect();
             let mut keep = std::collections::VecDeque::new();
             for fl in waiting {
@@ -411,8 +407,14 @@ impl Simulation {
             loop {
                 let c = &mut self.channels[ch as usize];
                 let Some(&fl) = c.waiters.front() else { break };
-                if !c.has_room(size, self.flows[fl as usize].qkey()) {
-                    break;
+                // The queue is brought up to date only when it looks full as it stands (see
+                // `Channel::advance_unless_room`; packets queued since then end after `now`).
+                let key = self.flows[fl as usize].qkey();
+                if !c.has_room(size, key) {
+                    c.advance(now);
+                    if !c.has_room(size, key) {
+                        break;
+                    }
                 }
                 c.waiters.pop_front();
                 self.take_turn(fl);
