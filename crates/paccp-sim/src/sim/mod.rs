@@ -71,7 +71,7 @@ pub struct Simulation {
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
 #[inline(always)]
-fn prefetch<T>(p: &T) {
+pub(crate) fn prefetch<T>(p: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and does not change memory; `p` is a valid reference anyway.
     unsafe {
@@ -162,7 +162,8 @@ impl Simulation {
                 // that cache miss instead of waiting for it in `arrive`.
                 let to = self.routes[pkt.pos as usize + 1];
                 if to != ROUTE_END {
-                    prefetch(&self.channels[to as usize]);
+                    // Both lines admission reads (the hop line and the admission line).
+                    self.channels[to as usize].prefetch_admission();
                 }
                 match next {
                     Some((done, t)) => {
