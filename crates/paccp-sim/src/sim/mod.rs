@@ -12,7 +12,7 @@ use crate::cc::{CcMaker, PeerWindow, Policy};
 use crate::error::{EngineError, Result};
 use crate::event::{Entry, Ev, EventQueue};
 use crate::metrics::{output, OutputParts, Sampler};
-use crate::net::channel::Channel;
+use crate::net::channel::{Channel, InPipe};
 use crate::net::{NetStats, Pkt, QKey, ROUTE_END};
 use crate::topo::{Network, Router};
 use crate::transport::{Ctx, Flow, Params};
@@ -83,20 +83,26 @@ pub(crate) fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
-/// [`prefetch`] of both ends of `*p` (a value that may straddle two cache lines).
+/// [`prefetch`] of the lines of a pipe's head packet and of the next packet's serialisation end (a
+/// hop reads both: the head to forward it, the next one's `done` to schedule its arrival); with
+/// 48-byte entries the two may be one, two or three lines.
 #[inline(always)]
-fn prefetch_span<T>(p: &T) {
+fn prefetch_head(p: &InPipe) {
     prefetch(p);
-    let last = (p as *const T)
+    let last = (p as *const InPipe)
         .cast::<u8>()
-        .wrapping_add(std::mem::size_of::<T>() - 1);
+        .wrapping_add(std::mem::size_of::<InPipe>() + std::mem::offset_of!(InPipe, done) + 7);
+    let mid = (p as *const InPipe)
+        .cast::<u8>()
+        .wrapping_add(std::mem::size_of::<InPipe>() - 1);
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address; this one is inside `*p` anyway.
+    // SAFETY: a prefetch never faults, whatever the address (past the ring's end it is useless only).
     unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(mid.cast::<i8>());
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(last.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = last;
+    let _ = (mid, last);
 }
 
 /// Splits the simulation into the flows and the context their handlers see.
@@ -233,7 +239,7 @@ impl Simulation {
         }) = self.q.ahead(2)
         {
             if let Some(h) = self.channels[ch as usize].pipe.front() {
-                prefetch_span(h);
+                prefetch_head(h);
             }
         }
         if let Some(&Entry {
@@ -241,7 +247,7 @@ impl Simulation {
         }) = self.q.peek()
         {
             if let Some(h) = self.channels[ch as usize].pipe.front() {
-                prefetch_span(h);
+                prefetch_head(h);
             }
         }
     }
@@ -260,7 +266,7 @@ impl Simulation {
             if let Ev::Hop { ch } = e.ev {
                 let c = &self.channels[ch as usize];
                 if let Some(h) = c.pipe.front() {
-                    prefetch_span(h);
+                    prefetch_head(h);
                 }
             }
         }
