@@ -343,6 +343,73 @@ impl Channel {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lagging_queue_admits_and_peaks_as_an_exact_fifo() {
+        // Arrivals at random instants (each handled as an event scheduled at its own instant), heads
+        // leaving at their arrival at the far end, against a model that recomputes the queue from
+        // every accepted packet: admission, the NIC-room check and max_queue_bytes must agree, though
+        // the channel looks at its queue only when the queue as it stands cannot decide.
+        let rate = Bps(1_000_000_000);
+        let (limit_pkts, limit_bytes) = (8, 6 * 1500);
+        let mut c = Channel::new(rate, 5_000_000, (limit_pkts, limit_bytes), (1500, 40));
+        let (mut q, mut stats) = (EventQueue::default(), NetStats::default());
+        let key = QKey {
+            class: 0,
+            vm: QKey::NO_VM,
+        };
+        let mut accepted: Vec<(u64, u64)> = Vec::new(); // (serialisation end, size)
+        let (mut busy, mut peak, mut now, mut x) = (0u64, 0u64, 0u64, 9u64);
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        for step in 0..40_000 {
+            now += next() % 14_000_000;
+            q.now = now;
+            q.cur_from = now;
+            while c.pipe.front().is_some_and(|h| h.done + c.delay <= now) {
+                c.pop_head();
+            }
+            let size = if next() % 3 == 0 { 40 } else { 1500 };
+            let (n, bytes) = accepted
+                .iter()
+                .filter(|a| a.0 > now)
+                .fold((0, 0), |(n, b), a| (n + 1, b + a.1));
+            let want = n < limit_pkts && bytes + size <= limit_bytes;
+            if next() % 2 == 0 {
+                c.advance_unless_room(size, key, now, now);
+                assert_eq!(c.has_room(size, key), want, "room, step {step}");
+            }
+            stats.in_flight += 1;
+            let pkt = Pkt {
+                size: size as u16,
+                ..Pkt::EMPTY
+            };
+            assert_eq!(
+                c.enqueue(0, pkt, key, &mut q, &mut stats),
+                want,
+                "step {step}"
+            );
+            if want {
+                busy = busy.max(now) + rate.tx_time(Bytes(size)).0;
+                accepted.push((busy, size));
+                peak = peak.max(bytes + size);
+            }
+            assert_eq!(c.max_queue_bytes, peak, "step {step}");
+        }
+        assert!(
+            stats.packets_dropped > 1000 && peak == limit_bytes,
+            "the queue never filled"
+        );
+        c.finish(now);
+        let sent: u64 = accepted.iter().filter(|a| a.0 <= now).map(|a| a.1).sum();
+        assert_eq!(c.tx_bytes(), sent);
+    }
+
     #[test]
     fn a_channel_is_three_cache_lines() {
         assert_eq!(std::mem::size_of::<super::Channel>(), 192);
