@@ -12,7 +12,7 @@ use crate::cc::{CcMaker, PeerWindow, Policy};
 use crate::error::{EngineError, Result};
 use crate::event::{Entry, Ev, EventQueue};
 use crate::metrics::{output, OutputParts, Sampler};
-use crate::net::channel::Channel;
+use crate::net::channel::{Channel, InPipe};
 use crate::net::{NetStats, Pkt, QKey, ROUTE_END};
 use crate::topo::{Network, Router};
 use crate::transport::{Ctx, Flow, Params};
@@ -71,7 +71,7 @@ pub struct Simulation {
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
 #[inline(always)]
-fn prefetch<T>(p: &T) {
+pub(crate) fn prefetch<T>(p: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and does not change memory; `p` is a valid reference anyway.
     unsafe {
@@ -83,20 +83,26 @@ fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
-/// [`prefetch`] of both ends of `*p` (a value that may straddle two cache lines).
+/// [`prefetch`] of the lines of a pipe's head packet and of the next packet's serialisation end (a
+/// hop reads both: the head to forward it, the next one's `done` to schedule its arrival); with
+/// 48-byte entries the two may be one, two or three lines.
 #[inline(always)]
-fn prefetch_span<T>(p: &T) {
+fn prefetch_head(p: &InPipe) {
     prefetch(p);
-    let last = (p as *const T)
+    let last = (p as *const InPipe)
         .cast::<u8>()
-        .wrapping_add(std::mem::size_of::<T>() - 1);
+        .wrapping_add(std::mem::size_of::<InPipe>() + std::mem::offset_of!(InPipe, done) + 7);
+    let mid = (p as *const InPipe)
+        .cast::<u8>()
+        .wrapping_add(std::mem::size_of::<InPipe>() - 1);
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address; this one is inside `*p` anyway.
+    // SAFETY: a prefetch never faults, whatever the address (past the ring's end it is useless only).
     unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(mid.cast::<i8>());
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(last.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = last;
+    let _ = (mid, last);
 }
 
 /// Splits the simulation into the flows and the context their handlers see.
@@ -154,7 +160,7 @@ impl Simulation {
             // arrival in place of the event being handled (the same order and sequence numbers as a
             // pop and a push).
             if let Ev::Hop { ch } = e.ev {
-                let Some((pkt, next)) = self.channels[ch as usize].pop_head(e.t) else {
+                let Some((pkt, next)) = self.channels[ch as usize].pop_head() else {
                     self.q.pop();
                     continue;
                 };
@@ -162,7 +168,8 @@ impl Simulation {
                 // that cache miss instead of waiting for it in `arrive`.
                 let to = self.routes[pkt.pos as usize + 1];
                 if to != ROUTE_END {
-                    prefetch(&self.channels[to as usize]);
+                    // Both lines admission reads (the hop line and the admission line).
+                    self.channels[to as usize].prefetch_admission();
                 }
                 match next {
                     Some((done, t)) => {
@@ -221,7 +228,7 @@ impl Simulation {
     /// Starts fetching what the next hops will read while this packet is forwarded (on a large fabric
     /// a channel and its pipe are rarely in cache), along the current bucket's sorted events: the
     /// channel of the hop three events ahead, the pipe head of the one two ahead (its channel was
-    /// fetched one event ago), and the next event's pipe head and queue head. No effect on results.
+    /// fetched one event ago), and the next event's pipe head. No effect on results.
     #[inline(always)]
     fn prefetch_next(&self) {
         if let Some(&Entry {
@@ -235,19 +242,15 @@ impl Simulation {
         }) = self.q.ahead(2)
         {
             if let Some(h) = self.channels[ch as usize].pipe.front() {
-                prefetch_span(h);
+                prefetch_head(h);
             }
         }
         if let Some(&Entry {
             ev: Ev::Hop { ch }, ..
         }) = self.q.peek()
         {
-            let c = &self.channels[ch as usize];
-            if let Some(h) = c.pipe.front() {
-                prefetch_span(h);
-            }
-            if let Some(h) = c.pipe.get(c.on_wire as usize) {
-                prefetch(h);
+            if let Some(h) = self.channels[ch as usize].pipe.front() {
+                prefetch_head(h);
             }
         }
     }
@@ -266,7 +269,7 @@ impl Simulation {
             if let Ev::Hop { ch } = e.ev {
                 let c = &self.channels[ch as usize];
                 if let Some(h) = c.pipe.front() {
-                    prefetch_span(h);
+                    prefetch_head(h);
                 }
             }
         }
@@ -396,8 +399,8 @@ impl Simulation {
     fn serve_waiters(&mut self, ch: u32) {
         let now = self.q.now;
         let size = self.p.mss + self.p.header;
-        self.channels[ch as usize].advance(now);
         if self.channels[ch as usize].sched.is_some() {
+            self.channels[ch as usize].advance(now);
             let waiting: Vec<u32> = self.channels[ch as usize].waiters.drain(..).collect();
             let mut keep = std::collections::VecDeque::new();
             for fl in waiting {
@@ -414,8 +417,14 @@ impl Simulation {
             loop {
                 let c = &mut self.channels[ch as usize];
                 let Some(&fl) = c.waiters.front() else { break };
-                if !c.has_room(size, self.flows[fl as usize].qkey()) {
-                    break;
+                // The queue is brought up to date only when it looks full as it stands (see
+                // `Channel::advance_unless_room`; packets queued since then end after `now`).
+                let key = self.flows[fl as usize].qkey();
+                if !c.has_room(size, key) {
+                    c.advance(now);
+                    if !c.has_room(size, key) {
+                        break;
+                    }
                 }
                 c.waiters.pop_front();
                 self.take_turn(fl);
