@@ -313,14 +313,16 @@ impl Flow {
                     // NewReno: the duplicate-ACK marks stay (ns-3), see [`RenoSacks`].
                     s.win.cwnd = s.win.ssthresh;
                 } else if !sack && p.prr {
-                    // RFC 6582 step 3 (as ns-3): a partial ACK retransmits the new first unacknowledged
-                    // segment at once (counted in PRR's prr_out); PRR bounds the new data.
-                    s.reno.head_lost = false;
+                    // RFC 6582 step 3 as Linux does it: a partial ACK marks the new first
+                    // unacknowledged segment lost (tcp_newreno_mark_lost), PRR's window is set from the
+                    // pipe without it (no SSRB bonus: a loss was newly marked, tcp_cwnd_reduction), and
+                    // the send loop retransmits it first within that window, counted in prr_out
+                    // (tcp_xmit_retransmit_queue): sndcnt segments in all. With sndcnt 0 the
+                    // retransmission waits for a later ACK (ns-3 sends it at once).
+                    s.reno.head_lost = true;
                     let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
                     let ss = s.win.ssthresh;
                     s.prr.on_ack(delivered, pipe, ss, false);
-                    s.prr.out += 1;
-                    retransmit = true;
                 } else if !sack {
                     s.inflate = s.inflate.saturating_sub(newly) + 1;
                     retransmit = true;
@@ -437,3 +439,7 @@ pub(crate) fn rtt_sample(s: &mut Sender, r: f64, min_rto: u64, max_rto: u64) {
     let rto_ps = ((t.srtt_ns + 4.0 * t.rttvar_ns) * 1000.0) as u64;
     t.rto = rto_ps.clamp(min_rto, max_rto);
 }
+
+#[cfg(test)]
+#[path = "sender_tests.rs"]
+mod tests;

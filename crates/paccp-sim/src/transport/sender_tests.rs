@@ -1,0 +1,418 @@
+//! Scripted NewReno (no SACK) recoveries with PRR, ACK by ACK, against Linux's own arithmetic.
+//!
+//! One flow, a loss-free path but for the first transmissions of a chosen set of segments, every
+//! segment delivered in sending order and acknowledged at once (no delayed ACK), each ACK handed to
+//! the sender before the next segment arrives. Beside the engine runs a transcription of what Linux
+//! does with the same ACK without SACK (`net/ipv4/tcp_input.c`, `tcp_output.c`, `tcp_recovery.c`):
+//! `tcp_add_reno_sack` / `tcp_remove_reno_sacks` / `tcp_limit_reno_sacked` (sacked_out),
+//! `tcp_newreno_mark_lost` (lost_out: the head at the third duplicate ACK and at every partial ACK),
+//! `tcp_cwnd_reduction` (cwnd = packets_in_flight + sndcnt, after the marking), then
+//! `tcp_xmit_retransmit_queue` (the lost head, if in_flight < cwnd; prr_out += 1) and
+//! `tcp_write_xmit` (new data while in_flight < cwnd; prr_out += each), with
+//! in_flight = packets_out - sacked_out - lost_out + retrans_out. The engine must send, after every ACK
+//! of the recovery, what Linux sends.
+use super::super::prr::Prr;
+use super::super::{Ctx, Flow, FlowInfo, Params};
+use crate::cc::reno::Reno;
+use crate::cc::{AnyController, Policy};
+use crate::event::EventQueue;
+use crate::net::channel::Channel;
+use crate::net::{NetStats, Pkt};
+use crate::sack::SackOpt;
+use crate::units::Bps;
+use std::collections::{BTreeSet, VecDeque};
+
+/// The engine's side: one flow and the little of the network it touches (its NIC channel).
+struct Bench {
+    flow: Flow,
+    q: EventQueue,
+    channels: Vec<Channel>,
+    stats: NetStats,
+    p: Params,
+    routes: Vec<u32>,
+    nic_turn: Option<u32>,
+    finished: Vec<u32>,
+}
+
+impl Bench {
+    fn new(init_cwnd: f64) -> Bench {
+        let p = Params {
+            mss: 1460,
+            header: 40,
+            ack_bytes: 40,
+            init_cwnd,
+            min_rto: 200_000_000_000,
+            initial_rto: 1_000_000_000_000,
+            max_rto: 1_000_000_000_000,
+            delayed_ack: false,
+            delack_timeout: 1,
+            dupthresh: 3,
+            sack: false,
+            backpressure: false,
+            host_fq: 0,
+            prr: true,
+            ack_delay_mean: 0,
+            seed: 1,
+            hs: None,
+        };
+        let info = FlowInfo {
+            id: "a".into(),
+            label: String::new(),
+            src: 0,
+            dst: 1,
+            vm: None,
+            size: None,
+            start: 0,
+            route_data: 0,
+            route_ack: 0,
+            theta0: 0,
+            omega0: 1.0,
+            changes: Vec::new(),
+            change_acked: Vec::new(),
+            started: true,
+            finished: None,
+            cbr_bps: None,
+        };
+        let policy = Policy {
+            theta_bps: 0.0,
+            omega: 1.0,
+        };
+        let cc = AnyController::Reno(Reno { min_cwnd: 1.0 });
+        let flow = Flow::new(info, policy, cc, &p);
+        let nic = Channel::new(Bps(100_000_000_000), 1_000, (1 << 20, u64::MAX), (1500, 40));
+        Bench {
+            flow,
+            q: EventQueue::default(),
+            channels: vec![nic],
+            stats: NetStats::default(),
+            p,
+            routes: vec![0],
+            nic_turn: None,
+            finished: Vec::new(),
+        }
+    }
+
+    /// Runs `f` on the flow with its context at time `now` (ps).
+    fn with<R>(&mut self, now: u64, f: impl FnOnce(&mut Flow, &mut Ctx<'_>) -> R) -> R {
+        self.q.now = now;
+        let mut cx = Ctx {
+            q: &mut self.q,
+            channels: &mut self.channels,
+            stats: &mut self.stats,
+            p: &self.p,
+            routes: &self.routes,
+            nic_turn: &mut self.nic_turn,
+            finished: &mut self.finished,
+            peers: &[],
+        };
+        f(&mut self.flow, &mut cx)
+    }
+}
+
+/// Linux's NewReno sender state (segments), as `tcp_sock` keeps it.
+#[derive(Debug, Default)]
+struct Linux {
+    snd_una: u64,
+    snd_nxt: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    prior_cwnd: u64,
+    high_seq: u64,
+    sacked_out: u64,
+    lost_out: u64,
+    retrans_out: u64,
+    prr_delivered: u64,
+    prr_out: u64,
+    recovery: bool,
+}
+
+/// Which term of `tcp_cwnd_reduction` set an ACK's sndcnt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Term {
+    Proportional,
+    /// PRR-SSRB, `max(prr_delivered - prr_out, newly_acked_sacked)` below `ssthresh - in_flight`.
+    Delivered,
+    /// PRR-SSRB, `ssthresh - in_flight`.
+    Delta,
+}
+
+impl Linux {
+    fn packets_out(&self) -> u64 {
+        self.snd_nxt - self.snd_una
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.packets_out() - self.sacked_out - self.lost_out + self.retrans_out
+    }
+
+    /// `tcp_limit_reno_sacked`.
+    fn limit_reno_sacked(&mut self) {
+        let holes = self.lost_out.max(1).min(self.packets_out());
+        if self.sacked_out + holes > self.packets_out() {
+            self.sacked_out = self.packets_out() - holes;
+        }
+    }
+
+    /// `tcp_cwnd_reduction(sk, newly_acked_sacked, newly_lost, flag)`: sets cwnd, returns sndcnt's term.
+    fn cwnd_reduction(
+        &mut self,
+        delivered: u64,
+        newly_lost: u64,
+        una_advanced: bool,
+    ) -> Option<Term> {
+        if delivered == 0 {
+            return None;
+        }
+        let in_flight = self.in_flight() as i64;
+        let delta = self.ssthresh as i64 - in_flight;
+        self.prr_delivered += delivered;
+        let out = self.prr_out as i64;
+        let (mut sndcnt, term) = if delta < 0 {
+            let dividend = self.ssthresh * self.prr_delivered + self.prior_cwnd - 1;
+            (
+                (dividend / self.prior_cwnd) as i64 - out,
+                Term::Proportional,
+            )
+        } else {
+            let mut s = (self.prr_delivered as i64 - out).max(delivered as i64);
+            if una_advanced && newly_lost == 0 {
+                s += 1;
+            }
+            if s < delta {
+                (s, Term::Delivered)
+            } else {
+                (delta, Term::Delta)
+            }
+        };
+        sndcnt = sndcnt.max(i64::from(self.prr_out == 0));
+        self.cwnd = (in_flight + sndcnt) as u64;
+        Some(term)
+    }
+
+    /// One ACK up to `ack`: returns (head retransmitted, new segments sent, the partial ACK's term).
+    fn on_ack(&mut self, ack: u64) -> (u64, u64, Option<Term>) {
+        let mut term = None;
+        if ack > self.snd_una {
+            // tcp_clean_rtx_queue: the acknowledged head was lost and retransmitted.
+            let acked = ack - self.snd_una;
+            self.lost_out = 0;
+            self.retrans_out = 0;
+            self.snd_una = ack;
+            // tcp_remove_reno_sacks
+            let delivered = acked.saturating_sub(self.sacked_out).max(1);
+            self.sacked_out = self.sacked_out.saturating_sub(acked - 1);
+            self.limit_reno_sacked();
+            if self.recovery {
+                assert!(
+                    ack < self.high_seq,
+                    "the script ends at the end of the recovery"
+                );
+                // tcp_newreno_mark_lost: a partial ACK marks the new head lost.
+                self.lost_out = 1;
+                term = self.cwnd_reduction(delivered, 1, true);
+            } else {
+                self.cwnd += acked; // slow start (not reached by the scripts below)
+            }
+        } else {
+            // tcp_add_reno_sack
+            let before = self.sacked_out;
+            self.sacked_out += 1;
+            self.limit_reno_sacked();
+            let delivered = self.sacked_out - before;
+            if !self.recovery && self.sacked_out >= 3 {
+                // tcp_newreno_mark_lost, tcp_enter_recovery, tcp_init_cwnd_reduction (Reno ssthresh)
+                self.lost_out = 1;
+                self.recovery = true;
+                self.prior_cwnd = self.cwnd;
+                self.ssthresh = (self.cwnd / 2).max(2);
+                self.high_seq = self.snd_nxt;
+                self.prr_delivered = 0;
+                self.prr_out = 0;
+                self.cwnd_reduction(delivered.max(1), 1, false);
+            } else if self.recovery {
+                self.cwnd_reduction(delivered, 0, false);
+            }
+        }
+        // tcp_xmit_retransmit_queue, then tcp_write_xmit (limited transmit before the recovery).
+        let (mut rtx, mut new) = (0, 0);
+        if self.recovery && self.lost_out > self.retrans_out && self.in_flight() < self.cwnd {
+            self.retrans_out += 1;
+            self.prr_out += 1;
+            rtx = 1;
+        }
+        while self.in_flight() < self.cwnd {
+            self.snd_nxt += 1;
+            self.prr_out += u64::from(self.recovery);
+            new += 1;
+        }
+        (rtx, new, term)
+    }
+}
+
+/// Runs the script (window `w`, first transmissions of `lost` dropped) to the end of the recovery;
+/// asserts that the engine sends what Linux sends after every ACK and returns the terms that set the
+/// partial ACKs' windows.
+fn scripted_recovery(w: u64, lost: &[u64]) -> Vec<(u64, Term, u64)> {
+    let mut b = Bench::new(w as f64);
+    let mut linux = Linux {
+        cwnd: w,
+        ..Linux::default()
+    };
+    // The path: segments in flight in sending order, (segment, a first transmission).
+    let mut path: VecDeque<(u64, bool)> = VecDeque::new();
+    let mut now = 1_000_000;
+    b.with(now, |f, cx| f.try_send(0, cx));
+    path.extend((0..b.flow.snd.snd_nxt).map(|s| (s, true)));
+    linux.snd_nxt = b.flow.snd.snd_nxt;
+    assert_eq!(linux.snd_nxt, w, "the initial window");
+    let mut rcvd = BTreeSet::new();
+    let mut rcv_nxt = 0;
+    let mut partial = Vec::new();
+    let mut k = 0;
+    while let Some((seg, first)) = path.pop_front() {
+        if first && lost.contains(&seg) {
+            continue;
+        }
+        rcvd.insert(seg);
+        while rcvd.contains(&rcv_nxt) {
+            rcv_nxt += 1;
+        }
+        if linux.recovery && rcv_nxt >= linux.high_seq {
+            break; // the recovery ends; the rest is not what this test is about
+        }
+        k += 1;
+        now += 1_000_000;
+        let s = &b.flow.snd;
+        let (una0, nxt0, rtx0) = (s.snd_una, s.snd_nxt, s.retransmits);
+        let ack = Pkt {
+            flow: 0,
+            pos: 0,
+            is_ack: true,
+            class: 0,
+            size: 40,
+            seq: rcv_nxt,
+            ts: now - 1_000,
+            sack: SackOpt::NONE,
+        };
+        b.with(now, |f, cx| f.on_ack(0, ack, cx));
+        let s = &b.flow.snd;
+        let (rtx, new) = (s.retransmits - rtx0, s.snd_nxt - nxt0);
+        let (want_rtx, want_new, term) = linux.on_ack(rcv_nxt);
+        let what = if rcv_nxt > una0 {
+            "partial"
+        } else {
+            "duplicate"
+        };
+        assert_eq!(
+            (rtx, new),
+            (want_rtx, want_new),
+            "ACK {k} ({what}, ack {rcv_nxt}): engine sent (retransmissions, new), Linux sends \
+             these; Linux {linux:?}, engine prr {:?}",
+            s.prr
+        );
+        if let Some(t) = term {
+            partial.push((rcv_nxt, t, want_rtx + want_new));
+        }
+        // The engine's retransmissions are of its first unacknowledged segment.
+        path.extend((0..rtx).map(|_| (s.snd_una, false)));
+        path.extend((nxt0..s.snd_nxt).map(|x| (x, true)));
+    }
+    assert!(linux.recovery, "the script must start a recovery");
+    partial
+}
+
+#[test]
+fn partial_acks_send_what_linux_sends_where_the_delivered_term_binds() {
+    // Window 10, six of its segments lost: ssthresh 5, RecoverFS 10. The partial ACK of segment 0
+    // finds in_flight = ssthresh (delta 0): Linux sends nothing, its retransmission of segment 1 waits
+    // for the next duplicate ACK; the one of segment 6 finds in_flight 3 with prr_delivered =
+    // prr_out, so max(prr_delivered - prr_out, 1) = 1 < delta 2: only the retransmission goes out.
+    // Before the fix the engine counted the new head in the pipe and sent its retransmission on top
+    // of sndcnt (a retransmission and a new segment at the first of these ACKs); with the head out of
+    // the pipe but still retransmitted at once (ns-3's rule) it sent the retransmission there.
+    let partial = scripted_recovery(10, &[0, 1, 2, 3, 6, 9]);
+    assert!(
+        partial.iter().any(|&(_, t, n)| t == Term::Delta && n == 0),
+        "a partial ACK with nothing to send: {partial:?}"
+    );
+    assert!(
+        partial
+            .iter()
+            .any(|&(_, t, n)| t == Term::Delivered && n == 1),
+        "a partial ACK where the delivered term binds: {partial:?}"
+    );
+}
+
+#[test]
+fn partial_acks_send_what_linux_sends_in_the_proportional_phase() {
+    // Window 20, its first seven segments lost: ssthresh 10, RecoverFS 20. The first partial ACK
+    // finds in_flight 11 > ssthresh with ceil(14 * 10 / 20) = 7 = prr_out: sndcnt 0, so Linux holds
+    // the retransmission of segment 1 back (the old engine sent it and a new segment); the later
+    // partial ACKs' windows are set by ssthresh - in_flight.
+    let partial = scripted_recovery(20, &[0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(partial.len(), 6, "{partial:?}");
+    assert_eq!(partial[0].1, Term::Proportional, "{partial:?}");
+    assert_eq!(partial[0].2, 0, "{partial:?}");
+    assert!(
+        partial[1..]
+            .iter()
+            .all(|&(_, t, n)| t == Term::Delta && n == 2),
+        "{partial:?}"
+    );
+}
+
+#[test]
+fn a_partial_ack_where_the_delivered_term_binds_sends_only_the_retransmission() {
+    // Mid-recovery (ssthresh 10, RecoverFS 20, prr_delivered = prr_out = 20): segments 10..20
+    // outstanding, 4 of them duplicate-ACKed, the head 10 retransmitted. The ACK of 10 alone delivers
+    // one segment and marks 11 lost: in_flight = 9 - 4 - 1 = 4, delta 6, and
+    // max(prr_delivered - prr_out, 1) = 1 binds: sndcnt 1, the retransmission of 11 and nothing new.
+    // The engine before the fix computed the pipe as 5 (11 counted) for a window of 6, then sent the
+    // retransmission on top: two segments.
+    let mut b = Bench::new(20.0);
+    let s = &mut b.flow.snd;
+    (s.snd_una, s.snd_nxt, s.high_tx, s.recover) = (10, 20, 20, 20);
+    s.in_recovery = true;
+    s.win.cwnd = 10.0;
+    s.win.ssthresh = 10.0;
+    s.reno.dup = 4;
+    s.prr = Prr {
+        delivered: 20,
+        out: 20,
+        recover_fs: 20.0,
+        cwnd: 5,
+    };
+    let mut linux = Linux {
+        snd_una: 10,
+        snd_nxt: 20,
+        cwnd: 5,
+        ssthresh: 10,
+        prior_cwnd: 20,
+        high_seq: 20,
+        sacked_out: 4,
+        lost_out: 1,
+        retrans_out: 1,
+        prr_delivered: 20,
+        prr_out: 20,
+        recovery: true,
+    };
+    let ack = Pkt {
+        flow: 0,
+        pos: 0,
+        is_ack: true,
+        class: 0,
+        size: 40,
+        seq: 11,
+        ts: 1_000,
+        sack: SackOpt::NONE,
+    };
+    b.with(2_000_000, |f, cx| f.on_ack(0, ack, cx));
+    let s = &b.flow.snd;
+    assert_eq!(linux.on_ack(11), (1, 0, Some(Term::Delivered)));
+    assert_eq!(
+        (s.retransmits, s.snd_nxt),
+        (1, 20),
+        "the retransmission of 11 only"
+    );
+    assert_eq!((s.prr.delivered, s.prr.out), (21, 21));
+}
