@@ -22,6 +22,20 @@ use crate::sack::SackOpt;
 use crate::units::Bps;
 use std::collections::{BTreeSet, VecDeque};
 
+/// A cumulative ACK of flow 0 up to segment `seq`, echoing the send time `ts` (no SACK blocks).
+fn pure_ack(seq: u64, ts: u64) -> Pkt {
+    Pkt {
+        flow: 0,
+        pos: 0,
+        is_ack: true,
+        class: 0,
+        size: 40,
+        seq,
+        ts,
+        sack: SackOpt::NONE,
+    }
+}
+
 /// The engine's side: one flow and the little of the network it touches (its NIC channel).
 struct Bench {
     flow: Flow,
@@ -284,16 +298,7 @@ fn scripted_recovery(w: u64, lost: &[u64]) -> Vec<(u64, Term, u64)> {
         now += 1_000_000;
         let s = &b.flow.snd;
         let (una0, nxt0, rtx0) = (s.snd_una, s.snd_nxt, s.retransmits);
-        let ack = Pkt {
-            flow: 0,
-            pos: 0,
-            is_ack: true,
-            class: 0,
-            size: 40,
-            seq: rcv_nxt,
-            ts: now - 1_000,
-            sack: SackOpt::NONE,
-        };
+        let ack = pure_ack(rcv_nxt, now - 1_000);
         b.with(now, |f, cx| f.on_ack(0, ack, cx));
         let s = &b.flow.snd;
         let (rtx, new) = (s.retransmits - rtx0, s.snd_nxt - nxt0);
@@ -396,16 +401,7 @@ fn a_partial_ack_where_the_delivered_term_binds_sends_only_the_retransmission() 
         prr_out: 20,
         recovery: true,
     };
-    let ack = Pkt {
-        flow: 0,
-        pos: 0,
-        is_ack: true,
-        class: 0,
-        size: 40,
-        seq: 11,
-        ts: 1_000,
-        sack: SackOpt::NONE,
-    };
+    let ack = pure_ack(11, 1_000);
     b.with(2_000_000, |f, cx| f.on_ack(0, ack, cx));
     let s = &b.flow.snd;
     assert_eq!(linux.on_ack(11), (1, 0, Some(Term::Delivered)));
