@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +70,15 @@ def _flows_by_cgroup(rows: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def _max_cwnd_while(stop: threading.Event, out: dict[int, int]) -> None:
+    """Poll paccp_flows every 50 ms until ``stop``: the largest cwnd each flow had at a cong_avoid."""
+    with core.Maps() as m:
+        while not stop.wait(0.05):
+            for f in core.list_flows(m):
+                if not f.ended:
+                    out[f.flow_id] = max(out.get(f.flow_id, 0), f.cwnd)
+
+
 def test_vbp_split_and_runtime_upgrade(loaded: None, tmp_path: Path) -> None:
     """VM0 (0, 2) with two flows vs VM1 BE with one; then VM1 is upgraded to omega 4 while running."""
     with testbed.testbed() as net:
@@ -94,6 +104,10 @@ def test_vbp_split_and_runtime_upgrade(loaded: None, tmp_path: Path) -> None:
         time.sleep(0.5)
         net.spawn("s0", ["iperf3", "-c", "10.202.0.2", "-p", "5301", "-t", "16", "-P", "2"], cgroup=cgs[0])
         net.spawn("s1", ["iperf3", "-c", "10.202.0.2", "-p", "5302", "-t", "16"], cgroup=cgs[1])
+        cwnds: dict[int, int] = {}
+        stop = threading.Event()
+        poll = threading.Thread(target=_max_cwnd_while, args=(stop, cwnds), daemon=True)
+        poll.start()
         time.sleep(3)
         before = _flows_by_cgroup(core.flows_table(sample_s=2.0))
         # VBP: the VM's omega 2 is split over its two data flows (iperf3's control connection is idle)
@@ -112,6 +126,12 @@ def test_vbp_split_and_runtime_upgrade(loaded: None, tmp_path: Path) -> None:
         assert after["vm1"][0]["omega"] == 4.0, after
         vm0a = sum(r["rate_bps"] for r in after["vm0"])
         vm1a = after["vm1"][0]["rate_bps"]
+        stop.set()
+        poll.join()
+        # no window the law saw may exceed BDP + queue by far (here ~60 segments): on this kernel a loss
+        # event now and then left a stale stack word (0x822034e5) as ssthresh and PRR grew cwnd to 10^8-10^9
+        # (bpf/paccp.bpf.c repair_ssthresh); without the repair most runs saw it within the 16 s
+        assert cwnds and max(cwnds.values()) < 2000, cwnds
         assert vm1a / vm0a > 1.3, (vm0a, vm1a)
         assert vm1a > 1.5 * vm1, (vm1, vm1a)
 
