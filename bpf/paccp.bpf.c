@@ -28,6 +28,8 @@ char _license[] SEC("license") = "GPL";
 #define TCP_CONG_NON_RESTRICTED 0x1
 #define PACCP_MIN_CWND_SEG 2 /* floor of the decreased window, as Reno (see README) */
 #define PACCP_MAX_ACK_LOOP 256
+/* TCP_INFINITE_SSTHRESH: no legitimate ssthresh is larger */
+#define PACCP_INFINITE_SSTHRESH 0x7fffffff
 /* VBP: a flow counts as active in its VM once this much was acked and it is cwnd-limited */
 #define PACCP_ACTIVE_BYTES (64 * 1024)
 
@@ -187,6 +189,7 @@ struct paccp_ca {
 	__u32 last_cwnd;  /* snd_cwnd when frac was stored */
 	__u32 prior_cwnd;
 	__u32 counted;    /* counted in paccp_vm_state.active */
+	__u32 in_ss;      /* slow start at the last cong_avoid (for repair_ssthresh) */
 };
 
 static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
@@ -458,6 +461,41 @@ static long ack_step(__u32 index, void *data)
 	return 0;
 }
 
+/* The decreased window (= the new ssthresh) of a loss event at window cw; resets the window carry. */
+static __always_inline __u32 loss_ssthresh(struct sock *sk, struct paccp_ca *ca, __u32 cw, int ss)
+{
+	__u64 theta = 0, omega = PACCP_ONE, w, r;
+
+	resolve(sk, ca, &theta, &omega);
+	w = (__u64)cw << PACCP_SHIFT;
+	if (cw == ca->last_cwnd)
+		w += ca->frac;
+	r = paccp_loss(w, ss, omega, pow3_cached(ca, omega), (__u64)PACCP_MIN_CWND_SEG << PACCP_SHIFT);
+	ca->prior_cwnd = cw;
+	ca->frac = 0;
+	ca->last_cwnd = 0;
+	return (__u32)(r >> PACCP_SHIFT);
+}
+
+/*
+ * On the test machine's kernel (6.18) a loss event now and then (about one per 10 s of two-VM contention)
+ * leaves snd_ssthresh = 0x822034e5, the low half of the kernel return address srso_return_thunk+5 (a
+ * stale stack word), without our ssthresh having run (its window carry is untouched; recursion_misses
+ * stays 0) and without set_state seeing it. PRR then reads ssthresh - in_flight as a negative int and
+ * grows cwnd by ssthresh/prior_cwnd per delivered segment (to 10^9 within milliseconds); after recovery
+ * the flow is no longer cwnd-limited and the law stops governing it until its next loss. No legitimate
+ * ssthresh exceeds TCP_INFINITE_SSTHRESH: recompute it from the window at the loss (tp->prior_cwnd, set
+ * by the kernel when the reduction began) and the regime of the last cong_avoid. Checked on every ACK
+ * (pkts_acked runs before the kernel's PRR step of the ACK), so at most one PRR step uses the bad value.
+ */
+static __always_inline void repair_ssthresh(struct sock *sk, struct paccp_ca *ca)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (tp->snd_ssthresh > PACCP_INFINITE_SSTHRESH)
+		tp->snd_ssthresh = loss_ssthresh(sk, ca, tp->prior_cwnd, ca->in_ss);
+}
+
 SEC("struct_ops/paccp_init")
 void BPF_PROG(paccp_init, struct sock *sk)
 {
@@ -473,6 +511,7 @@ void BPF_PROG(paccp_init, struct sock *sk)
 	ca->omega_cached = 0;
 	ca->last_bytes = tcp_sk(sk)->bytes_acked;
 	ca->counted = 0;
+	ca->in_ss = 0;
 	ca->vmid = 0;
 	/* the socket's own cgroup (not the current task's: passive opens run in softirq context) */
 	ca->cgid = cg_id(cg);
@@ -539,6 +578,7 @@ void BPF_PROG(paccp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	src = resolve(sk, ca, &theta, &omega);
 	wmin = wmin_of(sk, theta);
 	meter(sk, ca, theta, omega, src, wmin, 0);
+	ca->in_ss = in_slow_start(tp);
 	if (!cwnd_limited(sk))
 		return;
 	rcos = rcos_q20();
@@ -573,20 +613,22 @@ SEC("struct_ops/paccp_ssthresh")
 __u32 BPF_PROG(paccp_ssthresh, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
-	struct paccp_ca *ca = ca_of(sk);
-	__u64 theta = 0, omega = PACCP_ONE, w, r;
-	__u32 cw = tp->snd_cwnd;
 
-	resolve(sk, ca, &theta, &omega);
-	w = (__u64)cw << PACCP_SHIFT;
-	if (cw == ca->last_cwnd)
-		w += ca->frac;
-	r = paccp_loss(w, in_slow_start(tp), omega, pow3_cached(ca, omega),
-		       (__u64)PACCP_MIN_CWND_SEG << PACCP_SHIFT);
-	ca->prior_cwnd = cw;
-	ca->frac = 0;
-	ca->last_cwnd = 0;
-	return (__u32)(r >> PACCP_SHIFT);
+	return loss_ssthresh(sk, ca_of(sk), tp->snd_cwnd, in_slow_start(tp));
+}
+
+/* A state change (entering CWR, Recovery or Loss follows a call of ssthresh). */
+SEC("struct_ops/paccp_set_state")
+void BPF_PROG(paccp_set_state, struct sock *sk, __u8 new_state)
+{
+	repair_ssthresh(sk, ca_of(sk));
+}
+
+/* Every ACK, also in recovery, before the kernel's PRR step of that ACK. */
+SEC("struct_ops/paccp_pkts_acked")
+void BPF_PROG(paccp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
+{
+	repair_ssthresh(sk, ca_of(sk));
 }
 
 SEC("struct_ops/paccp_undo_cwnd")
@@ -605,6 +647,8 @@ struct tcp_congestion_ops paccp_ops = {
 	.cong_avoid = (void *)paccp_cong_avoid,
 	.ssthresh = (void *)paccp_ssthresh,
 	.undo_cwnd = (void *)paccp_undo_cwnd,
+	.set_state = (void *)paccp_set_state,
+	.pkts_acked = (void *)paccp_pkts_acked,
 	.flags = TCP_CONG_NON_RESTRICTED,
 	.name = "paccp",
 };
