@@ -73,6 +73,7 @@ bench: build
 # Not part of `make test`: installs the ns-3 wheel on first use; the kernel side needs root.
 crosscheck: build
 	$(PY) -c 'import ns3' 2>/dev/null || $(PY) -m pip install --quiet 'ns3==3.44.post0'
+	$(VENV)/bin/pytest -q tests/test_crosscheck_fxprr.py  # FxPrr vs Linux's formula (skipped in make test without ns3)
 	flock /tmp/paccp-datapath.lock $(PACCP) crosscheck --out out/crosscheck
 
 clean:
