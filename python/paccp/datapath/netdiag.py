@@ -87,7 +87,7 @@ def parse_ss(text: str, ports: set[int]) -> dict[str, dict[str, float]]:
             continue
         info = lines[i + 1]
         row = {k: float(m.group(1)) for k, rx in _SS_FIELDS.items() if (m := rx.search(info))}
-        if "cwnd" in row and "rtt_ms" in row and "bytes_acked:" in info and row.get("unacked", 0) > 0:
+        if "cwnd" in row and "rtt_ms" in row and "bytes_acked" in row and row.get("unacked", 0) > 0:
             out[f"{src}>{dst}"] = row
     return out
 
