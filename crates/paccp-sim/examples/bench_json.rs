@@ -1,5 +1,6 @@
 //! Times the event loop of one resolved scenario JSON file (docs/engine-contract.md): prints one JSON
-//! line with the events, the loop's CPU and wall seconds and events per CPU-second. For profiling the
+//! line with the events, the loop's CPU and wall seconds, events per CPU-second and the peak number of
+//! packets in flight (what sets the engine's working set). For profiling the
 //! engine without Python (`perf record`); `paccp bench` is the user-facing benchmark.
 //!
 //! ```text
@@ -44,6 +45,7 @@ fn main() {
     };
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
     let events = v["stats"]["events"].as_u64().unwrap_or(0);
+    let peak = v["stats"]["peak_packets_in_flight"].as_u64().unwrap_or(0);
     let (Some((c0, w0)), Some((c1, w1))) = (start, end) else {
         eprintln!("no progress reports");
         std::process::exit(2);
@@ -55,7 +57,7 @@ fn main() {
         (h ^ b as u64).wrapping_mul(0x100000001b3)
     });
     println!(
-        "{{\"events\": {events}, \"loop_cpu_s\": {cpu:.4}, \"loop_wall_s\": {wall:.4}, \"events_per_cpu_s\": {:.0}, \"output_fnv\": \"{digest:016x}\"}}",
+        "{{\"events\": {events}, \"loop_cpu_s\": {cpu:.4}, \"loop_wall_s\": {wall:.4}, \"events_per_cpu_s\": {:.0}, \"peak_packets_in_flight\": {peak}, \"output_fnv\": \"{digest:016x}\"}}",
         events as f64 / cpu
     );
 }
