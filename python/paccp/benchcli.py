@@ -19,10 +19,14 @@ def bench(
     ctx: typer.Context,
     only: str = typer.Option("", help="comma-separated subset of simulator benchmarks to run"),
     out: str = typer.Option("", help="also write the JSON to this file"),
+    plot: str = typer.Option(
+        "",
+        help="write a PNG of events per loop CPU s against peak packets in flight (e.g. --only workingset)",
+    ),
 ) -> None:
     """Run the simulator benchmarks (when no sub-command is given)."""
     if ctx.invoked_subcommand is not None:
         return
     from paccp import simbench
 
-    simbench.run_cli(only=only, out=out)
+    simbench.run_cli(only=only, out=out, plot=plot)

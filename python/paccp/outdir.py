@@ -124,11 +124,16 @@ def check_out_file(path: Path, option: str = "--out") -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary sibling of ``path`` and rename it over ``path``."""
+    """Write ``text`` (UTF-8) to a temporary sibling of ``path`` and rename it over ``path``."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary sibling of ``path`` and rename it over ``path``."""
     fd, name = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.chmod(name, 0o666 & ~_umask())
         os.replace(name, path)
     except BaseException:

@@ -13,6 +13,10 @@ Benchmarks (each runs in a fresh Python subprocess so that its peak RSS is its o
   1 Gb/s) flows, per-flow ECMP, paper links. The simulated time shrinks as the fabric grows (333, 40, 20,
   5 ms) so that every size offers about the same traffic (~8,700 flows) and processes a similar number of
   events; ``events_per_s`` of the sizes is what to compare (the cost per event as the network grows).
+- ``workingset`` (``--only workingset``, not run by default): the scale workload at other loads on 240,
+  2,500 and 10,000 hosts (simulated time inversely proportional to the load), which moves the number of
+  packets in flight independently of the number of hosts; ``--plot FILE.png`` draws events per loop CPU
+  second against peak packets in flight.
 
 Figures per benchmark: ``events`` (engine events processed), ``events_per_s``, ``sim_s_per_wall_s``,
 ``wall_s`` (the engine run only, not the scenario build), ``cpu_s`` and ``events_per_cpu_s`` (the same
@@ -20,12 +24,14 @@ run's CPU time: less sensitive than wall time to other jobs on a shared machine)
 ``events_per_loop_cpu_s`` (the event loop alone, timed between the engine's first and last progress
 reports: the cost per event without the engine's own build and output, which grow with the topology),
 ``peak_rss_mb`` (``ru_maxrss`` of the subprocess, which includes the Python interpreter and
-numpy/pyarrow), ``flows``. ``scale_vs_240`` divides each scale size's ``events_per_loop_cpu_s`` by the
-240-host one; ``definitions`` in the JSON says what each figure is.
+numpy/pyarrow), ``flows``, ``peak_packets_in_flight``, ``hosts`` and ``load``. ``scale_vs_240``
+divides each scale size's ``events_per_loop_cpu_s`` by the 240-host one; ``definitions`` in the JSON
+says what each figure is.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import platform
 import resource
@@ -60,7 +66,9 @@ def _fig8_point() -> dict[str, Any]:
     return bench_fig8_scenario()
 
 
-def _scale(leaves: int, hosts_per_leaf: int, spines: int, duration: str) -> Callable[[], dict[str, Any]]:
+def _scale(
+    leaves: int, hosts_per_leaf: int, spines: int, duration: str, load: float = 0.3
+) -> Callable[[], dict[str, Any]]:
     def build() -> dict[str, Any]:
         return {
             "run": {"seed": 1, "duration": duration, "warmup": "0ms", "sample_flows": "none"},
@@ -74,7 +82,7 @@ def _scale(leaves: int, hosts_per_leaf: int, spines: int, duration: str) -> Call
             "arrivals": [
                 {
                     "workload": "websearch",
-                    "load": 0.3,
+                    "load": load,
                     "cos": {
                         "kind": "mix",
                         "classes": [
@@ -98,6 +106,15 @@ BENCHMARKS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "scale1000": ("scale_1000hosts_websearch30_40ms", _scale(25, 40, 10, "40ms")),
     "scale2500": ("scale_2500hosts_websearch30_20ms", _scale(50, 50, 10, "20ms")),
     "scale10000": ("scale_10000hosts_websearch30_5ms", _scale(100, 100, 20, "5ms")),
+    # The working-set points: the scale workload at other loads (simulated time inversely proportional
+    # to the load, so each point offers about the same traffic), which moves the number of packets in
+    # flight without moving the number of hosts.
+    "ws240_load10": ("ws_240hosts_websearch10_1000ms", _scale(6, 40, 5, "1000ms", 0.1)),
+    "ws240_load60": ("ws_240hosts_websearch60_166ms", _scale(6, 40, 5, "166ms", 0.6)),
+    "ws2500_load60": ("ws_2500hosts_websearch60_10ms", _scale(50, 50, 10, "10ms", 0.6)),
+    "ws10000_load5": ("ws_10000hosts_websearch5_30ms", _scale(100, 100, 20, "30ms", 0.05)),
+    "ws10000_load10": ("ws_10000hosts_websearch10_15ms", _scale(100, 100, 20, "15ms", 0.1)),
+    "ws10000_load20": ("ws_10000hosts_websearch20_7500us", _scale(100, 100, 20, "7500us", 0.2)),
 }
 DEFAULT = ("a", "b", "c")
 # What each figure of a benchmark means (also written into the JSON).
@@ -111,10 +128,27 @@ DEFINITIONS = {
     "loop_cpu_s": "CPU seconds of the event loop alone",
     "events_per_loop_cpu_s": "events / loop_cpu_s: the cost per event, the same definition at every size",
     "peak_rss_mb": "ru_maxrss of the benchmark's own subprocess (Python, numpy and pyarrow included)",
+    "hosts": "hosts of the leaf-spine fabric (null for other topologies)",
+    "load": "offered load of the benchmark's first arrival process (null without arrivals)",
+    "peak_packets_in_flight": "most packets sent and not yet delivered or dropped at any instant (what sets "
+    "the engine's working set: each sits in a channel's pipe, and its channel and flow are touched per hop)",
 }
 # The figure `scale_vs_240` compares (least sensitive to other jobs and to the build and output steps).
 SCALE_METRIC = "events_per_loop_cpu_s"
-GROUPS = {"scale": ("scale240", "scale1000", "scale2500", "scale10000")}
+GROUPS = {
+    "scale": ("scale240", "scale1000", "scale2500", "scale10000"),
+    "workingset": (
+        "ws240_load10",
+        "scale240",
+        "ws240_load60",
+        "scale2500",
+        "ws2500_load60",
+        "ws10000_load5",
+        "ws10000_load10",
+        "ws10000_load20",
+        "scale10000",
+    ),
+}
 
 
 def run_one(key: str) -> dict[str, Any]:
@@ -123,7 +157,9 @@ def run_one(key: str) -> dict[str, Any]:
     from paccp.scenario import parse_scenario, to_engine
 
     name, build = BENCHMARKS[key]
-    eng = to_engine(parse_scenario(build(), where=name))
+    scn = build()
+    eng = to_engine(parse_scenario(scn, where=name))
+    arrivals = scn.get("arrivals") or [{}]
     marks: list[tuple[float, float]] = []
 
     def on_progress(done: int, total: int) -> None:
@@ -137,8 +173,14 @@ def run_one(key: str) -> dict[str, Any]:
     loop_wall, loop_cpu = marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1]
     events = int(res.stats.get("events", 0))
     sim_s = eng["duration_ns"] / 1e9
+    topo = eng.get("topology", {})
+    hosts = (
+        topo.get("leaves", 0) * topo.get("hosts_per_leaf", 0) if topo.get("kind") == "leaf_spine" else None
+    )
     return {
         "name": name,
+        "hosts": hosts,
+        "load": arrivals[0].get("load"),
         "events": events,
         "events_per_s": events / wall if wall > 0 else None,
         "sim_s": sim_s,
@@ -147,6 +189,7 @@ def run_one(key: str) -> dict[str, Any]:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "flows": res.flows.num_rows,
         "packets_sent": int(res.stats.get("packets_sent", 0)),
+        "peak_packets_in_flight": int(res.stats.get("peak_packets_in_flight", 0)),
         "cpu_s": cpu,
         "events_per_cpu_s": events / cpu if cpu > 0 else None,
         "loop_wall_s": loop_wall,
@@ -155,9 +198,11 @@ def run_one(key: str) -> dict[str, Any]:
     }
 
 
-def run_cli(only: str = "", out: str = "") -> None:
+def run_cli(only: str = "", out: str = "", plot: str = "") -> None:
     """Run the selected benchmarks (comma-separated keys or groups, default a, b, c), each in a subprocess;
-    print JSON. ``scale`` is the group of the four scale sizes."""
+    print JSON. ``scale`` is the group of the four scale sizes, ``workingset`` the scale workload at several
+    loads on 240, 2,500 and 10,000 hosts; ``plot`` writes a PNG of the cost per event against the packets
+    in flight (:func:`plot_cost`)."""
     asked = [k.strip() for k in only.split(",") if k.strip()] if only else list(DEFAULT)
     keys: list[str] = []
     for k in asked:
@@ -168,10 +213,11 @@ def run_cli(only: str = "", out: str = "") -> None:
         else:
             known = ", ".join([*BENCHMARKS, *GROUPS])
             raise UserError(f"--only: unknown benchmark {k!r} (known: {known})")
-    if out:
-        from paccp.outdir import check_out_file
+    from paccp.outdir import check_out_file
 
-        check_out_file(Path(out))  # before the benchmarks run, not after
+    for path, option in ((out, "--out"), (plot, "--plot")):
+        if path:
+            check_out_file(Path(path), option)  # before the benchmarks run, not after
     results: dict[str, Any] = {}
     for k in keys:
         print(f"bench {k}: {BENCHMARKS[k][0]} ...", file=sys.stderr, flush=True)
@@ -203,6 +249,52 @@ def run_cli(only: str = "", out: str = "") -> None:
         from paccp.outdir import write_text_atomic
 
         write_text_atomic(Path(out), text + "\n")
+    if plot:
+        plot_cost(results, Path(plot), load_average=doc["load_average"])
+
+
+def plot_cost(results: dict[str, Any], path: Path, load_average: list[float] | None = None) -> None:
+    """Write a PNG of events per loop CPU second (M) against peak packets in flight (log scale), one
+    series per host count, each point labelled with its offered load: whether the cost per event
+    follows the fabric's size or its working set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from paccp.outdir import write_bytes_atomic
+
+    points = [
+        (r["hosts"], r["peak_packets_in_flight"], r[SCALE_METRIC] / 1e6, r.get("load"))
+        for r in results.values()
+        if r.get("hosts") and r.get("peak_packets_in_flight") and r.get(SCALE_METRIC)
+    ]
+    if not points:
+        raise UserError(
+            "--plot: no leaf-spine benchmark with packets in flight was run (try --only workingset)"
+        )
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for hosts in sorted({p[0] for p in points}):
+        mine = sorted((x, y, load) for h, x, y, load in points if h == hosts)
+        ax.plot([p[0] for p in mine], [p[1] for p in mine], marker="o", label=f"{hosts:,} hosts")
+        for x, y, load in mine:
+            if load is not None:
+                ax.annotate(f"{load:.0%}", (x, y), textcoords="offset points", xytext=(4, 5), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("peak packets in flight")
+    ax.set_ylabel("M events per loop CPU second")
+    ax.set_ylim(bottom=0)
+    title = "Engine cost per event vs working set"
+    if load_average:
+        title += f" (load avg {load_average[0]})"
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def _load_average() -> list[float] | None:

@@ -1,0 +1,52 @@
+"""`paccp bench` (paccp.simbench): benchmark registry, the figures of one run, the working-set plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from paccp import simbench
+from paccp.errors import UserError
+
+
+def test_every_group_member_is_a_benchmark() -> None:
+    for group, keys in simbench.GROUPS.items():
+        missing = [k for k in keys if k not in simbench.BENCHMARKS]
+        assert not missing, f"group {group} names unknown benchmarks {missing}"
+
+
+def test_unknown_benchmark_is_a_user_error_naming_the_groups() -> None:
+    with pytest.raises(UserError, match=r"unknown benchmark 'nope'.*workingset"):
+        simbench.run_cli(only="nope")
+
+
+def test_scale_builder_sets_the_load() -> None:
+    doc = simbench._scale(2, 4, 1, "2ms", 0.05)()
+    assert doc["arrivals"][0]["load"] == 0.05
+    assert doc["topology"]["hosts_per_leaf"] == 4
+
+
+def test_one_run_reports_hosts_and_packets_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = {"tiny": ("tiny_8hosts", simbench._scale(2, 4, 1, "2ms", 0.3))}
+    monkeypatch.setattr(simbench, "BENCHMARKS", tiny)
+    r = simbench.run_one("tiny")
+    assert r["hosts"] == 8 and r["load"] == 0.3
+    assert r["events"] > 0
+    # Packets were in flight at some instant, and never more than were sent.
+    assert 0 < r["peak_packets_in_flight"] <= r["packets_sent"]
+    assert r["events_per_loop_cpu_s"] > 0
+
+
+def test_plot_cost_writes_a_png_and_needs_points(tmp_path: Path) -> None:
+    results = {
+        "a": {"hosts": 240, "peak_packets_in_flight": 10_000, simbench.SCALE_METRIC: 15e6, "load": 0.3},
+        "b": {"hosts": 240, "peak_packets_in_flight": 5_000, simbench.SCALE_METRIC: 19e6},
+        "c": {"hosts": 10_000, "peak_packets_in_flight": 300_000, simbench.SCALE_METRIC: 9e6},
+    }
+    out = tmp_path / "ws.png"
+    simbench.plot_cost(results, out, load_average=[1.0, 1.0, 1.0])
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
+    with pytest.raises(UserError, match="no leaf-spine benchmark"):
+        simbench.plot_cost({"x": {"hosts": None, simbench.SCALE_METRIC: 1.0}}, tmp_path / "none.png")
