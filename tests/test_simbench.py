@@ -50,3 +50,18 @@ def test_plot_cost_writes_a_png_and_needs_points(tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5_000
     with pytest.raises(UserError, match="no leaf-spine benchmark"):
         simbench.plot_cost({"x": {"hosts": None, simbench.SCALE_METRIC: 1.0}}, tmp_path / "none.png")
+
+
+def test_rounds_report_medians_and_each_rounds_metric() -> None:
+    runs = [
+        {"name": "x", "events": 10, simbench.SCALE_METRIC: 3.0, "hosts": 240, "load": 0.3},
+        {"name": "x", "events": 10, simbench.SCALE_METRIC: 9.0, "hosts": 240, "load": 0.3},
+        {"name": "x", "events": 10, simbench.SCALE_METRIC: 4.0, "hosts": 240, "load": 0.3},
+    ]
+    m = simbench.median_figures(runs)
+    assert m[simbench.SCALE_METRIC] == 4.0 and m["events"] == 10 and m["name"] == "x"
+    assert m["rounds"] == 3 and m[f"{simbench.SCALE_METRIC}_rounds"] == [3.0, 9.0, 4.0]
+    # One round: the run's own figures, nothing added.
+    assert simbench.median_figures(runs[:1]) == runs[0]
+    with pytest.raises(UserError, match="--rounds"):
+        simbench.run_cli(only="scale240", rounds=0)

@@ -23,10 +23,13 @@ def bench(
         "",
         help="write a PNG of events per loop CPU s against peak packets in flight (e.g. --only workingset)",
     ),
+    rounds: int = typer.Option(
+        1, help="run every benchmark this many times, interleaved, and report medians (for a shared machine)"
+    ),
 ) -> None:
     """Run the simulator benchmarks (when no sub-command is given)."""
     if ctx.invoked_subcommand is not None:
         return
     from paccp import simbench
 
-    simbench.run_cli(only=only, out=out, plot=plot)
+    simbench.run_cli(only=only, out=out, plot=plot, rounds=rounds)

@@ -198,11 +198,31 @@ def run_one(key: str) -> dict[str, Any]:
     }
 
 
-def run_cli(only: str = "", out: str = "", plot: str = "") -> None:
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One benchmark's figures over its rounds: the median of every numeric figure (the first run's
+    value for the others), and with several rounds each round's ``events_per_loop_cpu_s`` as well."""
+    import statistics
+
+    out = dict(runs[0])
+    for key, first in runs[0].items():
+        values = [r.get(key) for r in runs]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if isinstance(first, (int, float)) and len(numbers) == len(values):
+            out[key] = statistics.median(numbers)
+    if len(runs) > 1:
+        out["rounds"] = len(runs)
+        out[f"{SCALE_METRIC}_rounds"] = [r.get(SCALE_METRIC) for r in runs]
+    return out
+
+
+def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> None:
     """Run the selected benchmarks (comma-separated keys or groups, default a, b, c), each in a subprocess;
     print JSON. ``scale`` is the group of the four scale sizes, ``workingset`` the scale workload at several
     loads on 240, 2,500 and 10,000 hosts; ``plot`` writes a PNG of the cost per event against the packets
-    in flight (:func:`plot_cost`)."""
+    in flight (:func:`plot_cost`); ``rounds`` repeats every benchmark, interleaved, and reports medians
+    (:func:`median_figures`)."""
+    if rounds < 1:
+        raise UserError(f"--rounds: must be >= 1, got {rounds}")
     asked = [k.strip() for k in only.split(",") if k.strip()] if only else list(DEFAULT)
     keys: list[str] = []
     for k in asked:
@@ -218,16 +238,19 @@ def run_cli(only: str = "", out: str = "", plot: str = "") -> None:
     for path, option in ((out, "--out"), (plot, "--plot")):
         if path:
             check_out_file(Path(path), option)  # before the benchmarks run, not after
-    results: dict[str, Any] = {}
-    for k in keys:
-        print(f"bench {k}: {BENCHMARKS[k][0]} ...", file=sys.stderr, flush=True)
-        proc = subprocess.run(
-            [sys.executable, "-m", "paccp.simbench", k], capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"benchmark {k} failed: {tail}")
-        results[k] = json.loads(proc.stdout)
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+    for r in range(rounds):
+        for k in keys:  # rounds interleave the benchmarks, so a change in the machine's load hits all
+            where = f" (round {r + 1}/{rounds})" if rounds > 1 else ""
+            print(f"bench {k}: {BENCHMARKS[k][0]}{where} ...", file=sys.stderr, flush=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "paccp.simbench", k], capture_output=True, text=True, check=False
+            )
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                raise UserError(f"benchmark {k} failed: {tail}")
+            runs[k].append(json.loads(proc.stdout))
+    results = {k: median_figures(v) for k, v in runs.items()}
     doc: dict[str, Any] = {
         "simulator": results,
         "machine": {
