@@ -193,3 +193,17 @@ def test_bad_seeds_are_one_line_exit_2(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and want in err, err
+
+
+def test_check_rows_share_one_shape_run_or_not_run() -> None:
+    s = seeds.summarise(SC, _runs())
+    med, rto = seeds.median_check("SACK", s), seeds.timeout_check("NewReno", s)
+    assert med["statement"].endswith("within 10% of ns-3's (flows of 2 seeds pooled)")
+    assert rto["statement"].endswith("within 2x of ns-3's (summed over 2 seeds)")
+    for row in (seeds.median_check("SACK", None), seeds.timeout_check("NewReno", None)):
+        assert (row["ours"], row["holds"]) == ("not run", None)
+        assert "seeds" not in row["statement"]
+    # without a bootstrap (one seed) neither row names one
+    one = seeds.summarise(SC, {1: _runs()[1]})
+    assert "bootstrap" not in seeds.median_check("NewReno", one)["ours"]
+    assert "bootstrap" not in seeds.timeout_check("NewReno", one)["ours"]

@@ -183,59 +183,69 @@ def _within(ratio: Any, tol: float) -> bool | None:
     return None if not isinstance(ratio, int | float) else abs(ratio - 1.0) <= tol
 
 
+def _interval(b: dict[str, Any]) -> str:
+    """A bootstrap interval as ``lo-hi`` (three decimals)."""
+    return f"{b['lo']:.3f}-{b['hi']:.3f}"
+
+
+def _pooled_check(
+    stmt: str,
+    target: str,
+    scope: str,
+    summary: dict[str, Any] | None,
+    judge: Callable[[dict[str, Any]], tuple[str, bool | None]],
+) -> dict[str, Any]:
+    """One ``checks`` row on a :func:`summarise` output: "not run" (judged None) without one, else
+    ``judge(summary)`` = (ours, holds), the statement followed by ``scope`` with ``{n}`` = the number
+    of seeds."""
+    from paccp.experiments import check
+
+    if summary is None:
+        return check(stmt, target, "not run", None)
+    ours, ok = judge(summary)
+    return check(f"{stmt} ({scope.format(n=len(summary['seeds']))})", target, ours, ok)
+
+
 def median_check(variant: str, summary: dict[str, Any] | None) -> dict[str, Any]:
     """``checks`` row: every size class's pooled median FCT within MEDIAN_TOL of ns-3's; ``ours`` gives
     the pooled ratios and, per class, the range of the per-seed ratios."""
-    from paccp.experiments import check
+
+    def judge(s: dict[str, Any]) -> tuple[str, bool | None]:
+        cmp, spread = s["compare"], s["spread"]
+        keys = _classes(cmp)
+        ratios = [cmp[k]["ratio"] for k in keys]
+        ok = None if not keys or None in ratios else all(_within(r, MEDIAN_TOL) for r in ratios)
+        names = " / ".join(k[len("fct_med_ms[") : -1] for k in keys)
+        pooled = " / ".join("-" if r is None else f"{r:.3f}" for r in ratios)
+        per_seed = " / ".join(_span(spread, k) for k in keys)
+        boot = s.get("bootstrap") or {}
+        ci = ""
+        if keys and all(k in boot for k in keys):
+            ci = f"; seed bootstrap {boot[keys[0]]['level']:.0%} " + " / ".join(
+                _interval(boot[k]) for k in keys
+            )
+        return f"{names}: pooled {pooled}; per seed {per_seed}{ci}", ok
 
     stmt = f"finite {variant}: every size class's median FCT within {MEDIAN_TOL:.0%} of ns-3's"
-    if summary is None:
-        return check(stmt, f"within {MEDIAN_TOL:.0%}", "not run", None)
-    cmp, spread = summary["compare"], summary["spread"]
-    keys = _classes(cmp)
-    ratios = [cmp[k]["ratio"] for k in keys]
-    ok = None if not keys or None in ratios else all(_within(r, MEDIAN_TOL) for r in ratios)
-    names = " / ".join(k[len("fct_med_ms[") : -1] for k in keys)
-    pooled = " / ".join("-" if r is None else f"{r:.3f}" for r in ratios)
-    per_seed = " / ".join(_span(spread, k) for k in keys)
-    boot = summary.get("bootstrap") or {}
-    ci = ""
-    if all(k in boot for k in keys):
-        level = f"{boot[keys[0]]['level']:.0%}" if keys else ""
-        ci = f"; seed bootstrap {level} " + " / ".join(
-            f"{boot[k]['lo']:.3f}-{boot[k]['hi']:.3f}" for k in keys
-        )
-    n = len(summary["seeds"])
-    return check(
-        stmt + f" (flows of {n} seeds pooled)",
-        f"within {MEDIAN_TOL:.0%}",
-        f"{names}: pooled {pooled}; per seed {per_seed}{ci}",
-        ok,
-    )
+    return _pooled_check(stmt, f"within {MEDIAN_TOL:.0%}", "flows of {n} seeds pooled", summary, judge)
 
 
 def timeout_check(variant: str, summary: dict[str, Any] | None) -> dict[str, Any]:
     """``checks`` row: the summed retransmission timeouts within RTO_FACTOR of ns-3's (both none holds)."""
-    from paccp.experiments import check
+
+    def judge(s: dict[str, Any]) -> tuple[str, bool | None]:
+        row = s["compare"].get("timeouts", {})
+        e, r = row.get("engine"), row.get("ref")
+        ok = None if e is None or r is None else (e <= RTO_FACTOR * r and r <= RTO_FACTOR * e)
+        per_seed = ", ".join(
+            f"{c['timeouts']['engine']}/{c['timeouts']['ref']}" for c in s["per_seed"].values()
+        )
+        boot = (s.get("bootstrap") or {}).get("timeouts")
+        ci = "" if boot is None else f"; seed bootstrap {boot['level']:.0%} {_interval(boot)}"
+        return f"engine {e} vs ns-3 {r}; per seed (engine/ns-3) {per_seed}{ci}", ok
 
     stmt = f"finite {variant}: retransmission timeouts within {RTO_FACTOR:g}x of ns-3's"
-    if summary is None:
-        return check(stmt, f"within {RTO_FACTOR:g}x", "not run", None)
-    row = summary["compare"].get("timeouts", {})
-    e, r = row.get("engine"), row.get("ref")
-    ok = None if e is None or r is None else (e <= RTO_FACTOR * r and r <= RTO_FACTOR * e)
-    per_seed = ", ".join(
-        f"{c['timeouts']['engine']}/{c['timeouts']['ref']}" for c in summary["per_seed"].values()
-    )
-    boot = (summary.get("bootstrap") or {}).get("timeouts")
-    ci = "" if boot is None else f"; seed bootstrap {boot['level']:.0%} {boot['lo']:.3f}-{boot['hi']:.3f}"
-    n = len(summary["seeds"])
-    return check(
-        stmt + f" (summed over {n} seeds)",
-        f"within {RTO_FACTOR:g}x",
-        f"engine {e} vs ns-3 {r}; per seed (engine/ns-3) {per_seed}{ci}",
-        ok,
-    )
+    return _pooled_check(stmt, f"within {RTO_FACTOR:g}x", "summed over {n} seeds", summary, judge)
 
 
 def checks(summaries: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
@@ -263,9 +273,7 @@ def format_spread(title: str, summary: dict[str, Any]) -> str:
         per = summary["spread"][key]["ratios"]
         lines.append(f"{key:28s} {f(row['ratio']):>7s} " + " ".join(f"{f(r):>7s}" for r in per))
     for key, b in summary["bootstrap"].items():
-        lines.append(
-            f"{key}: pooled ratio over resampled seeds, {b['level']:.0%} interval {b['lo']:.3f}-{b['hi']:.3f}"
-        )
+        lines.append(f"{key}: pooled ratio over resampled seeds, {b['level']:.0%} interval {_interval(b)}")
     for cls, p in summary["paired"].items():
         lines.append(
             f"per-flow FCT ratio [{cls}]: median {p['median_ratio']:.3f}, {p['within_tol']} of {p['flows']} "
