@@ -723,7 +723,10 @@ fn channel_drops(out: &serde_json::Value, name: &str) -> u64 {
 fn two_way_sack_retransmits_real_losses_without_timeouts() {
     // NewReno repairs one hole per RTT and so retransmits spuriously only after a timeout; SACK repairs
     // many holes per RTT and may resend a segment whose SACK blocks were all lost with their ACKs
-    // (an ACK reports only the 3 most recent blocks), which must stay rare.
+    // (an ACK reports only the 3 most recent blocks), which must stay rare. Every other SACK
+    // retransmission repairs a dropped data segment. (SACK keeps the queues fuller than NewReno, which
+    // waits for its timer: with RACK in the recovery it drops 2074 data segments to NewReno's 1062,
+    // so its retransmissions are not bounded by NewReno's.)
     for delayed_ack in [false, true] {
         let mut s = two_way_dumbbell();
         s["transport"]["delayed_ack"] = json!(delayed_ack);
@@ -756,7 +759,15 @@ fn two_way_sack_retransmits_real_losses_without_timeouts() {
             assert!(ss <= rs, "SACK spurious {ss} > NewReno {rs}");
         }
         assert!(st <= rt, "SACK timeouts {st} > NewReno {rt}");
-        assert!(sn <= 2 * rn, "SACK retransmits {sn} vs NewReno {rn}");
+        let data_drops: u64 = col(&sack, "channels", "drops")
+            .iter()
+            .zip(col(&sack, "channels", "drops_ack"))
+            .map(|(d, a)| d.as_u64().unwrap() - a.as_u64().unwrap())
+            .sum();
+        assert!(
+            sn <= data_drops + ss,
+            "SACK retransmits {sn} for {data_drops} dropped data segments, {ss} spurious (NewReno {rn})"
+        );
     }
 }
 

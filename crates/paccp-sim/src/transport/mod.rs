@@ -8,7 +8,8 @@
 //!   acknowledges out-of-order or duplicate segments at once; with `delayed_ack` it acknowledges every
 //!   second in-order segment or on the timeout.
 //! - The sender ([`sender`]): fast retransmit after `dupack_threshold` duplicate ACKs, then NewReno
-//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675); with `prr` (the default, as
+//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675, in it loss marking as Linux's
+//!   RACK: a segment sent before one that has arrived is lost); with `prr` (the default, as
 //!   Linux and ns-3) what a NewReno recovery sends is bounded by Proportional Rate Reduction ([`prr`],
 //!   RFC 6937) instead of RFC 6582's window inflation (the SACK recovery keeps RFC 6675's pipe < cwnd),
 //!   and its duplicate-ACK marks outlive the recovery as ns-3's do ([`prr::RenoSacks`]);
@@ -182,8 +183,12 @@ pub(crate) struct Sender {
     pub(crate) sacked: Ranges,
     /// SACK recovery: one past the highest segment retransmitted in this recovery (RFC 6675 HighRxt + 1).
     pub(crate) rtx_ptr: u64,
-    /// SACK recovery: retransmissions not yet delivered, in sending order, with `snd_nxt` when sent.
-    pub(crate) rtx_marks: VecDeque<(u64, u64)>,
+    /// SACK recovery: retransmissions not yet delivered, in sending order, with `snd_nxt` and the
+    /// time (ps) when sent.
+    pub(crate) rtx_marks: VecDeque<(u64, u64, u64)>,
+    /// SACK recovery: the unSACKed segments below this one were first sent before a segment that has
+    /// since arrived, so they are lost (RACK, see [`sack_recovery`]); 0 outside a recovery.
+    pub(crate) rack_lost: u64,
     /// SACK recovery: retransmissions found lost, to be sent again first.
     pub(crate) relost: VecDeque<u64>,
     /// The current recovery's PRR state (with `prr`).
@@ -269,6 +274,7 @@ impl Flow {
                 sacked: Ranges::default(),
                 rtx_ptr: 0,
                 rtx_marks: VecDeque::new(),
+                rack_lost: 0,
                 relost: VecDeque::new(),
                 prr: Prr::default(),
                 reno: RenoSacks::default(),

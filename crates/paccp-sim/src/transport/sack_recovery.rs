@@ -1,5 +1,21 @@
 //! SACK loss recovery (RFC 6675 in segment units): IsLost, SetPipe, NextSeg, the recovery entry and
 //! lost-retransmission detection. The scoreboard itself is [`crate::sack`].
+//!
+//! In a recovery an original segment is lost as Linux's RACK decides it there (`tcp_rack_advance`,
+//! `tcp_rack_detect_loss`, with the reordering window `tcp_rack_reo_wnd` gives in recovery when no
+//! reordering was seen: 0): once a segment sent after it has arrived. A flow's packets keep their
+//! order, so that is exact: (1) an unSACKed segment below a SACKed one (IsLost with one SACKed segment
+//! above instead of RFC 6675's `dupack_threshold`; the recovery is still entered on
+//! `dupack_threshold`); (2) the unSACKed segments above the highest SACKed one, which IsLost never
+//! marks (nothing is sent above a flow's last segments, and the recovery ended in a retransmission
+//! timeout where Linux, and ns-3 by resending the first unacknowledged segment at every partial
+//! ACK, repair them): the segment that triggered an ACK was sent at the time the ACK echoes, and what
+//! the engine knows of the sending order are its retransmissions ([`Sender::rtx_marks`], each sent
+//! after every original segment below the `snd_nxt` it records), so the original segments below that
+//! `snd_nxt` of the last retransmission sent before the echoed time (or at it, if that retransmission
+//! has arrived: Linux's timestamp check of a retransmitted segment) are lost
+//! ([`Sender::rack_lost`]). Lost retransmissions are detected by the older rule below; delayed and
+//! processing-delayed ACKs echo an earlier segment, which only delays (2).
 use super::{Ctx, Flow, Sender};
 use crate::cc::Controller;
 
@@ -7,10 +23,19 @@ impl Sender {
     /// RFC 6675 IsLost in segments: an unSACKed segment is lost iff at least `dupthresh` SACKed
     /// segments lie above it, i.e. iff it is below the `dupthresh`-th highest SACKed segment (returned;
     /// `snd_una` if fewer are SACKed).
+    /// In a recovery (RACK, see the module) below the highest SACKed segment and below
+    /// [`Sender::rack_lost`].
     pub(crate) fn sack_lost_below(&self, dupthresh: u32) -> u64 {
+        let k = if self.in_recovery {
+            1
+        } else {
+            dupthresh as u64
+        };
         self.sacked
-            .kth_largest(dupthresh as u64)
-            .map_or(self.snd_una, |q| q.max(self.snd_una))
+            .kth_largest(k)
+            .unwrap_or(0)
+            .max(self.rack_lost)
+            .max(self.snd_una)
     }
 
     /// RFC 6675 SetPipe over `[snd_una, snd_nxt)`: every unSACKed segment not presumed lost counts
@@ -26,14 +51,26 @@ impl Sender {
             .saturating_sub(self.relost.len() as u64)
     }
 
-    /// Lost-retransmission detection (like Linux's pre-RACK `tcp_mark_lost_retrans`): a retransmission
-    /// sent when `snd_nxt` was N is lost once `dupack_threshold` segments at or above N (sent after it)
-    /// are SACKed while it is still missing; it is then queued to be sent again.
-    pub(crate) fn sack_detect_lost_rtx(&mut self, dupthresh: u32) {
+    /// Loss detection at an ACK of a recovery echoing the send time `echo` (ps): RACK for the original
+    /// segments (see the module), then lost-retransmission detection (like Linux's pre-RACK
+    /// `tcp_mark_lost_retrans`): a retransmission sent when `snd_nxt` was N is lost once
+    /// `dupack_threshold` segments at or above N (sent after it) are SACKed while it is still missing;
+    /// it is then queued to be sent again.
+    pub(crate) fn sack_detect_lost_rtx(&mut self, dupthresh: u32, echo: u64) {
+        let (una, sacked) = (self.snd_una, &self.sacked);
+        // The marks are in sending order: their times and `snd_nxt`s never decrease.
+        let k = self.rtx_marks.partition_point(|m| m.2 < echo);
+        let mut rack = k.checked_sub(1).map_or(0, |i| self.rtx_marks[i].1);
+        for &(h, n, _) in self.rtx_marks.range(k..).take_while(|m| m.2 == echo) {
+            if h < una || sacked.contains(h) {
+                rack = n;
+            }
+        }
+        self.rack_lost = self.rack_lost.max(rack);
         let all = self.sacked.count_below(u64::MAX);
         let (una, sacked) = (self.snd_una, &self.sacked);
         self.relost.retain(|&h| h >= una && !sacked.contains(h));
-        while let Some(&(h, n)) = self.rtx_marks.front() {
+        while let Some(&(h, n, _)) = self.rtx_marks.front() {
             if h < self.snd_una || self.sacked.contains(h) {
                 self.rtx_marks.pop_front();
             } else if all - self.sacked.count_below(n) >= dupthresh as u64 {
@@ -82,7 +119,7 @@ impl Flow {
                     } else {
                         s.rtx_ptr = h + 1;
                     }
-                    s.rtx_marks.push_back((h, s.snd_nxt));
+                    s.rtx_marks.push_back((h, s.snd_nxt, cx.now()));
                     self.send_segment(idx, h, cx);
                 }
                 None => {
@@ -116,7 +153,8 @@ impl Flow {
         s.rtx_ptr = u + 1;
         s.rtx_marks.clear();
         s.relost.clear();
-        s.rtx_marks.push_back((u, s.snd_nxt));
+        s.rack_lost = 0;
+        s.rtx_marks.push_back((u, s.snd_nxt, cx.now()));
         self.send_segment(idx, u, cx);
         self.arm_rto(idx, cx);
         self.try_send(idx, cx);

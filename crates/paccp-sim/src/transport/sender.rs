@@ -264,6 +264,7 @@ impl Flow {
         s.rtx_ptr = 0;
         s.rtx_marks.clear();
         s.relost.clear();
+        s.rack_lost = 0;
         s.rtt.rto = (s.rtt.rto.saturating_mul(2)).min(cx.p.max_rto);
         s.rtt.rto_deadline = 0;
         self.try_send(idx, cx);
@@ -310,6 +311,7 @@ impl Flow {
                 if ack >= s.recover {
                     s.in_recovery = false;
                     s.inflate = 0;
+                    s.rack_lost = 0;
                     // NewReno: the duplicate-ACK marks stay (ns-3), see [`RenoSacks`].
                     s.win.cwnd = s.win.ssthresh;
                 } else if !sack && p.prr {
@@ -358,7 +360,7 @@ impl Flow {
                 return;
             }
             if sack && self.snd.in_recovery {
-                self.snd.sack_detect_lost_rtx(p.dupthresh);
+                self.snd.sack_detect_lost_rtx(p.dupthresh, pkt.ts);
             }
             self.try_send(idx, cx);
         } else if ack == s.snd_una && s.snd_nxt > s.snd_una {
@@ -368,7 +370,7 @@ impl Flow {
             s.dupacks += 1;
             if sack {
                 if s.in_recovery {
-                    s.sack_detect_lost_rtx(p.dupthresh);
+                    s.sack_detect_lost_rtx(p.dupthresh, pkt.ts);
                     self.try_send(idx, cx);
                 } else if self.sack_should_recover(p.dupthresh) {
                     self.enter_sack_recovery(idx, cx);

@@ -11,6 +11,9 @@
 //! `tcp_write_xmit` (new data while in_flight < cwnd; prr_out += each), with
 //! in_flight = packets_out - sacked_out - lost_out + retrans_out. The engine must send, after every ACK
 //! of the recovery, what Linux sends.
+//!
+//! Then scripted SACK flows (`scripted_sack_flow`): which losses a SACK recovery repairs without the
+//! retransmission timer, and at which ACK, against what Linux's RACK decides in a recovery.
 use super::super::prr::Prr;
 use super::super::{Ctx, Flow, FlowInfo, Params};
 use crate::cc::reno::Reno;
@@ -50,6 +53,11 @@ struct Bench {
 
 impl Bench {
     fn new(init_cwnd: f64) -> Bench {
+        Bench::flow(init_cwnd, None, false)
+    }
+
+    /// A flow of `size` bytes (None: long-lived), with SACK or without.
+    fn flow(init_cwnd: f64, size: Option<u64>, sack: bool) -> Bench {
         let p = Params {
             mss: 1460,
             header: 40,
@@ -61,7 +69,7 @@ impl Bench {
             delayed_ack: false,
             delack_timeout: 1,
             dupthresh: 3,
-            sack: false,
+            sack,
             backpressure: false,
             host_fq: 0,
             prr: true,
@@ -75,7 +83,7 @@ impl Bench {
             src: 0,
             dst: 1,
             vm: None,
-            size: None,
+            size,
             start: 0,
             route_data: 0,
             route_ack: 0,
@@ -411,4 +419,132 @@ fn a_partial_ack_where_the_delivered_term_binds_sends_only_the_retransmission() 
         "the retransmission of 11 only"
     );
     assert_eq!((s.prr.delivered, s.prr.out), (21, 21));
+}
+
+/// An ACK of flow 0 up to `rcv_nxt` echoing `ts`, with the SACK blocks of `rcvd` above it (at most
+/// three: the block holding the segment `seg` that triggered it first, then the highest, as the
+/// receiver reports the most recent ones on an in-order path).
+fn sack_ack(rcv_nxt: u64, rcvd: &BTreeSet<u64>, seg: u64, ts: u64) -> Pkt {
+    let mut blocks: Vec<(u64, u64)> = Vec::new();
+    for &x in rcvd.range(rcv_nxt + 1..) {
+        match blocks.last_mut() {
+            Some(b) if b.1 == x => b.1 += 1,
+            _ => blocks.push((x, x + 1)),
+        }
+    }
+    blocks.reverse();
+    if let Some(i) = blocks.iter().position(|&(a, e)| a <= seg && seg < e) {
+        let b = blocks.remove(i);
+        blocks.insert(0, b);
+    }
+    let mut sack = SackOpt::NONE;
+    for &(a, e) in blocks.iter().take(3) {
+        sack.push(rcv_nxt, a, e);
+    }
+    Pkt {
+        sack,
+        ..pure_ack(rcv_nxt, ts)
+    }
+}
+
+/// What a scripted SACK flow did: per ACK (its cumulative number, the send time it echoes) the
+/// segments the sender retransmitted in response.
+struct SackRun {
+    rtx_at: Vec<(u64, u64, Vec<u64>)>,
+    finished: bool,
+    timeouts: u64,
+    retransmits: u64,
+}
+
+/// A SACK flow of `n` segments, window `w`, on a path that drops the first transmissions of `lost`
+/// and delivers everything else in sending order, every segment acknowledged at once (cumulative ACK,
+/// SACK blocks, the segment's send time echoed), each ACK handed to the sender before the next segment
+/// arrives. Runs until the path is empty: then the flow has finished or waits for its timer.
+fn scripted_sack_flow(n: u64, w: u64, lost: &[u64]) -> SackRun {
+    let mut b = Bench::flow(w as f64, Some(n * 1460), true);
+    let mut sent = BTreeSet::new();
+    // The path: (segment, a first transmission, send time) in sending order.
+    let mut path: VecDeque<(u64, bool, u64)> = VecDeque::new();
+    let drain = |b: &mut Bench, sent: &mut BTreeSet<u64>, path: &mut VecDeque<(u64, bool, u64)>| {
+        let mut rtx = Vec::new();
+        while let Some((pkt, _)) = b.channels[0].pop_head() {
+            let first = sent.insert(pkt.seq);
+            path.push_back((pkt.seq, first, pkt.ts));
+            if !first {
+                rtx.push(pkt.seq);
+            }
+        }
+        rtx
+    };
+    let mut now = 1_000_000;
+    b.with(now, |f, cx| f.try_send(0, cx));
+    drain(&mut b, &mut sent, &mut path);
+    assert_eq!(path.len() as u64, w, "the initial window");
+    let (mut rcvd, mut rcv_nxt) = (BTreeSet::new(), 0);
+    let mut rtx_at = Vec::new();
+    while let Some((seg, first, ts)) = path.pop_front() {
+        if first && lost.contains(&seg) {
+            continue;
+        }
+        rcvd.insert(seg);
+        while rcvd.contains(&rcv_nxt) {
+            rcv_nxt += 1;
+        }
+        now += 1_000_000;
+        let ack = sack_ack(rcv_nxt, &rcvd, seg, ts);
+        b.with(now, |f, cx| f.on_ack(0, ack, cx));
+        let rtx = drain(&mut b, &mut sent, &mut path);
+        rtx_at.push((rcv_nxt, ts, rtx));
+    }
+    let s = &b.flow.snd;
+    SackRun {
+        rtx_at,
+        finished: b.flow.info.finished.is_some(),
+        timeouts: s.timeouts,
+        retransmits: s.retransmits,
+    }
+}
+
+#[test]
+fn a_sack_recovery_repairs_the_flows_lost_last_segment_without_the_timer() {
+    // 20 segments in one window, every second one's first transmission lost, the last one (19)
+    // included: the pattern of a slow start that overshoots a full queue (each ACK releases two
+    // segments, the second finds no room). RFC 6675's IsLost never marks 19 (no SACKed segment above
+    // it) and NextSeg's rule 3 stops at the highest SACKed segment, so the old engine retransmitted
+    // 1..17, was left with the partial ACK of 19 and waited for the 200 ms timer. Linux's RACK marks
+    // 19 lost at the first ACK that delivers a retransmission (sent after 19's first transmission);
+    // ns-3 3.44 resends it at the partial ACK. Every loss is repaired once, nothing spuriously.
+    let lost: Vec<u64> = (1..20).step_by(2).collect();
+    let run = scripted_sack_flow(20, 20, &lost);
+    assert!(
+        run.finished && run.timeouts == 0,
+        "the flow waits for its timer: {:?}",
+        run.rtx_at
+    );
+    assert_eq!(run.retransmits, lost.len() as u64, "{:?}", run.rtx_at);
+}
+
+#[test]
+fn the_last_segment_is_marked_lost_by_the_ack_that_delivers_a_later_retransmission() {
+    // Segments 5 and 19 lost: 6, 7, 8 SACKed start the recovery and 5 is retransmitted while 9..19
+    // are still on the way. The ACKs of 9..18 arrive after that retransmission was sent but echo
+    // earlier send times: they prove nothing about 19 (it could be behind them), so 19 must not be
+    // resent there. The ACK of the retransmission of 5 (cumulative up to 19, echoing the
+    // retransmission's own send time) proves 19 gone: Linux's RACK marks it lost there (its
+    // retransmission was delivered, and 19 was sent before it) and it goes out at once.
+    let run = scripted_sack_flow(20, 20, &[5, 19]);
+    let when: Vec<_> = run
+        .rtx_at
+        .iter()
+        .filter(|r| r.2.contains(&19))
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(
+        when,
+        vec![19],
+        "ACKs after which 19 was resent: {:?}",
+        run.rtx_at
+    );
+    assert!(run.finished && run.timeouts == 0, "{:?}", run.rtx_at);
+    assert_eq!(run.retransmits, 2, "{:?}", run.rtx_at);
 }
