@@ -180,6 +180,12 @@ class TransportCfg(_M):
     # recovery sends, with limited transmit (RFC 3042) before it; false = RFC 6582 window inflation. No
     # effect with SACK. The engine's JSON default is the same (true).
     prr: bool = True
+    # SACK: in a recovery, mark losses as Linux's RACK does there (a segment is lost once a segment sent
+    # after it has arrived), which repairs a flow's lost last segments without the retransmission timer;
+    # false = RFC 6675's IsLost alone. Entering a recovery is unchanged; no effect without SACK. Off by
+    # default (the documented experiments were measured without it); the engine's JSON key
+    # ``transport.rack`` (absent = off) is sent only when on.
+    rack: bool = False
     # Receiver processing delay: every ACK leaves after an exponentially distributed delay with this mean
     # (0 = at once); ACKs falling due meanwhile merge into it. Off for the paper fabric; the kernel
     # cross-check's twins use the namespace testbed's measured ~30 us (README, cross-check section).
@@ -1017,6 +1023,9 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "cwnd": sc.run.sample_cwnd,
         },
     }
+    if tr.rack:
+        # optional in the engine (absent = off): sent only when on, so other scenarios' JSON is unchanged
+        eng["transport"]["rack"] = True
     if tr.ack_delay:
         # optional in the engine (absent = 0): sent only when set, so other scenarios' JSON is unchanged
         eng["transport"]["ack_delay_mean_ns"] = tr.ack_delay

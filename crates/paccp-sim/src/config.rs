@@ -215,6 +215,13 @@ pub struct TransportCfg {
     /// No effect with SACK. Optional, default true (the scenario schema's default too).
     #[serde(default = "yes")]
     pub prr: bool,
+    /// SACK (`sack` true): in a recovery, mark losses as Linux's RACK does there (a segment is lost once
+    /// a segment sent after it has arrived: one SACKed segment above a hole, and the segments above the
+    /// highest SACKed one once a later-sent retransmission is delivered) instead of RFC 6675's IsLost
+    /// alone, which never marks a flow's lost last segments. Entering a recovery is unchanged. No
+    /// effect without SACK. Optional, default false (the scenario schema's default too).
+    #[serde(default)]
+    pub rack: bool,
     /// Receiver processing delay (0 = none, the default): every ACK leaves after a delay drawn from
     /// an exponential distribution with this mean, and ACKs that fall due meanwhile are merged into it
     /// (the receiver acknowledges what it holds when it gets to run), as a busy host's kernel does.

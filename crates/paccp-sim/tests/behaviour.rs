@@ -725,13 +725,14 @@ fn two_way_sack_retransmits_real_losses_without_timeouts() {
     // many holes per RTT and may resend a segment whose SACK blocks were all lost with their ACKs
     // (an ACK reports only the 3 most recent blocks), which must stay rare. Every other SACK
     // retransmission repairs a dropped data segment. (SACK keeps the queues fuller than NewReno, which
-    // waits for its timer: with RACK in the recovery it drops 2074 data segments to NewReno's 1062,
-    // so its retransmissions are not bounded by NewReno's.)
-    for delayed_ack in [false, true] {
+    // waits for its timer: with `rack` it drops 2074 data segments to NewReno's 1062, so its
+    // retransmissions are not bounded by NewReno's.) With and without RACK in the recovery.
+    for (delayed_ack, rack) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut s = two_way_dumbbell();
         s["transport"]["delayed_ack"] = json!(delayed_ack);
         let newreno = run(&s);
         s["transport"]["sack"] = json!(true);
+        s["transport"]["rack"] = json!(rack);
         let sack = run(&s);
         let (rn, sn) = (
             sum_col(&newreno, "retransmits"),

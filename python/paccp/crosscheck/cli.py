@@ -119,6 +119,9 @@ def register(app: typer.Typer) -> None:
         ),
         tcp: str = typer.Option("newreno,sack", help="ns-3 scenarios: comma-separated TCP variants"),
         seeds: int = typer.Option(1, help="finite: run seeds 1..N on both sides, pool the flows (seeds.py)"),
+        rack: bool = typer.Option(
+            False, "--rack", help="engine side: Linux's RACK loss marking in SACK recoveries (transport.rack)"
+        ),
     ) -> None:
         """Engine vs ns-3 3.44 (and vs the Linux kernel): FCT, goodput, utilisation, drops, retransmits."""
         from paccp.crosscheck.run import ns3_checks
@@ -142,6 +145,8 @@ def register(app: typer.Typer) -> None:
                 if val < 0 or (key != "warmup_ns" and val == 0):
                     raise UserError(f"--{key[:-3].replace('_', '-')}-ms must be positive, not {val}")
                 overrides[key] = round(val * 1_000_000)
+        if rack:
+            overrides["engine_rack"] = True
         if ns3_recovery is not None:
             if ns3_recovery not in NS3_RECOVERIES:
                 raise UserError(f"--ns3-recovery: {ns3_recovery!r} is not one of {', '.join(NS3_RECOVERIES)}")

@@ -34,6 +34,8 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
     }
     if prr is not None:
         tr["prr"] = prr
+    if sc.engine_rack:
+        tr["rack"] = True
     if sc.ns3_handshake_lead_ns == 0:
         # ns-3 connects at the start and sends its data at the establishment: so does the engine
         tr["handshake"] = NS3_HANDSHAKE

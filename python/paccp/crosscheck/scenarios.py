@@ -79,6 +79,8 @@ class Scenario:
     # ns-3 connects this long before the data start and the engine has no handshake (ns3_run.timeline); 0 =
     # both connect at the start, the engine with ns-3's handshake (engine_side.NS3_HANDSHAKE)
     ns3_handshake_lead_ns: int = 0
+    # the engine's ``transport.rack`` (Linux's RACK loss marking in a SACK recovery; `--rack`)
+    engine_rack: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 

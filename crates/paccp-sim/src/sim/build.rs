@@ -126,6 +126,7 @@ fn params(sc: &Scenario) -> Result<Params> {
         backpressure: t.host_backpressure,
         host_fq: t.host_fq_pkts,
         prr: t.prr,
+        rack: t.rack,
         ack_delay_mean: Ps::from_ns(t.ack_delay_mean_ns).0,
         seed: sc.seed,
         hs: crate::transport::handshake::params(t.handshake.as_ref())?,

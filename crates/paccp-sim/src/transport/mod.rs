@@ -8,13 +8,13 @@
 //!   acknowledges out-of-order or duplicate segments at once; with `delayed_ack` it acknowledges every
 //!   second in-order segment or on the timeout.
 //! - The sender ([`sender`]): fast retransmit after `dupack_threshold` duplicate ACKs, then NewReno
-//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675, in it loss marking as Linux's
-//!   RACK: a segment sent before one that has arrived is lost); with `prr` (the default, as
-//!   Linux and ns-3) what a NewReno recovery sends is bounded by Proportional Rate Reduction ([`prr`],
-//!   RFC 6937) instead of RFC 6582's window inflation (the SACK recovery keeps RFC 6675's pipe < cwnd),
-//!   and its duplicate-ACK marks outlive the recovery as ns-3's do ([`prr::RenoSacks`]);
-//!   RTO per RFC 6298 with exponential backoff, go-back-N after a timeout. The window itself is the congestion controller's
-//!   ([`crate::cc`]).
+//!   recovery (RFC 6582), or SACK recovery ([`sack_recovery`], RFC 6675; with `rack`, in it loss
+//!   marking as Linux's RACK: a segment sent before one that has arrived is lost); with `prr` (the
+//!   default, as Linux and ns-3) what a NewReno recovery sends is bounded by Proportional Rate
+//!   Reduction ([`prr`], RFC 6937) instead of RFC 6582's window inflation (the SACK recovery keeps RFC
+//!   6675's pipe < cwnd), and its duplicate-ACK marks outlive the recovery as ns-3's do
+//!   ([`prr::RenoSacks`]); RTO per RFC 6298 with exponential backoff, go-back-N after a timeout. The
+//!   window itself is the congestion controller's ([`crate::cc`]).
 //! - Optionally ([`handshake`]) a flow opens with a three-way handshake (SYN, SYN-ACK, third ACK)
 //!   before its data.
 //!
@@ -65,6 +65,8 @@ pub(crate) struct Params {
     pub(crate) host_fq: u32,
     /// NewReno: Proportional Rate Reduction in recovery, limited transmit before it ([`prr`]).
     pub(crate) prr: bool,
+    /// SACK: in a recovery, losses marked as Linux's RACK does ([`sack_recovery`]).
+    pub(crate) rack: bool,
     /// Mean receiver processing delay of an ACK (ps; 0 = none), see [`receiver`].
     pub(crate) ack_delay_mean: u64,
     /// The scenario's seed (the receivers' `ack_delay/<flow id>` streams).

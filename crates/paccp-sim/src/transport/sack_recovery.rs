@@ -1,9 +1,10 @@
 //! SACK loss recovery (RFC 6675 in segment units): IsLost, SetPipe, NextSeg, the recovery entry and
 //! lost-retransmission detection. The scoreboard itself is [`crate::sack`].
 //!
-//! In a recovery an original segment is lost as Linux's RACK decides it there (`tcp_rack_advance`,
-//! `tcp_rack_detect_loss`, with the reordering window `tcp_rack_reo_wnd` gives in recovery when no
-//! reordering was seen: 0): once a segment sent after it has arrived. A flow's packets keep their
+//! With `transport.rack` (off by default), in a recovery an original segment is lost as Linux's RACK
+//! decides it there (`tcp_rack_advance`, `tcp_rack_detect_loss`, with the reordering window
+//! `tcp_rack_reo_wnd` gives in recovery when no reordering was seen: 0): once a segment sent after it
+//! has arrived. A flow's packets keep their
 //! order, so that is exact: (1) an unSACKed segment below a SACKed one (IsLost with one SACKed segment
 //! above instead of RFC 6675's `dupack_threshold`; the recovery is still entered on
 //! `dupack_threshold`); (2) the unSACKed segments above the highest SACKed one, which IsLost never
@@ -23,10 +24,10 @@ impl Sender {
     /// RFC 6675 IsLost in segments: an unSACKed segment is lost iff at least `dupthresh` SACKed
     /// segments lie above it, i.e. iff it is below the `dupthresh`-th highest SACKed segment (returned;
     /// `snd_una` if fewer are SACKed).
-    /// In a recovery (RACK, see the module) below the highest SACKed segment and below
-    /// [`Sender::rack_lost`].
-    pub(crate) fn sack_lost_below(&self, dupthresh: u32) -> u64 {
-        let k = if self.in_recovery {
+    /// With `rack` (`transport.rack`), in a recovery (see the module): below the highest SACKed
+    /// segment and below [`Sender::rack_lost`].
+    pub(crate) fn sack_lost_below(&self, dupthresh: u32, rack: bool) -> u64 {
+        let k = if rack && self.in_recovery {
             1
         } else {
             dupthresh as u64
@@ -51,22 +52,24 @@ impl Sender {
             .saturating_sub(self.relost.len() as u64)
     }
 
-    /// Loss detection at an ACK of a recovery echoing the send time `echo` (ps): RACK for the original
-    /// segments (see the module), then lost-retransmission detection (like Linux's pre-RACK
+    /// Loss detection at an ACK of a recovery echoing the send time `echo` (ps): with `rack`, RACK for
+    /// the original segments (see the module), then lost-retransmission detection (like Linux's pre-RACK
     /// `tcp_mark_lost_retrans`): a retransmission sent when `snd_nxt` was N is lost once
     /// `dupack_threshold` segments at or above N (sent after it) are SACKed while it is still missing;
     /// it is then queued to be sent again.
-    pub(crate) fn sack_detect_lost_rtx(&mut self, dupthresh: u32, echo: u64) {
-        let (una, sacked) = (self.snd_una, &self.sacked);
-        // The marks are in sending order: their times and `snd_nxt`s never decrease.
-        let k = self.rtx_marks.partition_point(|m| m.2 < echo);
-        let mut rack = k.checked_sub(1).map_or(0, |i| self.rtx_marks[i].1);
-        for &(h, n, _) in self.rtx_marks.range(k..).take_while(|m| m.2 == echo) {
-            if h < una || sacked.contains(h) {
-                rack = n;
+    pub(crate) fn sack_detect_lost_rtx(&mut self, dupthresh: u32, echo: u64, rack: bool) {
+        if rack {
+            let (una, sacked) = (self.snd_una, &self.sacked);
+            // The marks are in sending order: their times and `snd_nxt`s never decrease.
+            let k = self.rtx_marks.partition_point(|m| m.2 < echo);
+            let mut lost = k.checked_sub(1).map_or(0, |i| self.rtx_marks[i].1);
+            for &(h, n, _) in self.rtx_marks.range(k..).take_while(|m| m.2 == echo) {
+                if h < una || sacked.contains(h) {
+                    lost = n;
+                }
             }
+            self.rack_lost = self.rack_lost.max(lost);
         }
-        self.rack_lost = self.rack_lost.max(rack);
         let all = self.sacked.count_below(u64::MAX);
         let (una, sacked) = (self.snd_una, &self.sacked);
         self.relost.retain(|&h| h >= una && !sacked.contains(h));
@@ -88,11 +91,11 @@ impl Flow {
     /// yet retransmitted, else (2) new data, else (3) the lowest unSACKed hole not yet retransmitted
     /// below the highest SACKed segment. No rescue retransmission (rule 4).
     pub(crate) fn try_send_sack_recovery(&mut self, idx: u32, cx: &mut Ctx<'_>) {
-        let dupthresh = cx.p.dupthresh;
+        let (dupthresh, rack) = (cx.p.dupthresh, cx.p.rack);
         loop {
             let s = &self.snd;
             let wnd = s.win.cwnd.floor().max(1.0) as u64;
-            let lost_below = s.sack_lost_below(dupthresh);
+            let lost_below = s.sack_lost_below(dupthresh, rack);
             if s.sack_pipe(lost_below) >= wnd {
                 break;
             }
@@ -139,7 +142,7 @@ impl Flow {
         !s.in_recovery
             && s.snd_una >= s.recover
             && s.snd_nxt > s.snd_una
-            && (s.dupacks >= dupthresh || s.sack_lost_below(dupthresh) > s.snd_una)
+            && (s.dupacks >= dupthresh || s.sack_lost_below(dupthresh, false) > s.snd_una)
     }
 
     /// Enters SACK recovery (RFC 6675 section 5): window decrease, retransmit `snd_una` at once.

@@ -360,7 +360,7 @@ impl Flow {
                 return;
             }
             if sack && self.snd.in_recovery {
-                self.snd.sack_detect_lost_rtx(p.dupthresh, pkt.ts);
+                self.snd.sack_detect_lost_rtx(p.dupthresh, pkt.ts, p.rack);
             }
             self.try_send(idx, cx);
         } else if ack == s.snd_una && s.snd_nxt > s.snd_una {
@@ -370,7 +370,7 @@ impl Flow {
             s.dupacks += 1;
             if sack {
                 if s.in_recovery {
-                    s.sack_detect_lost_rtx(p.dupthresh, pkt.ts);
+                    s.sack_detect_lost_rtx(p.dupthresh, pkt.ts, p.rack);
                     self.try_send(idx, cx);
                 } else if self.sack_should_recover(p.dupthresh) {
                     self.enter_sack_recovery(idx, cx);

@@ -53,11 +53,12 @@ struct Bench {
 
 impl Bench {
     fn new(init_cwnd: f64) -> Bench {
-        Bench::flow(init_cwnd, None, false)
+        Bench::flow(init_cwnd, None, false, false)
     }
 
-    /// A flow of `size` bytes (None: long-lived), with SACK or without.
-    fn flow(init_cwnd: f64, size: Option<u64>, sack: bool) -> Bench {
+    /// A flow of `size` bytes (None: long-lived), with SACK or without, with RACK in the SACK recovery
+    /// or without.
+    fn flow(init_cwnd: f64, size: Option<u64>, sack: bool, rack: bool) -> Bench {
         let p = Params {
             mss: 1460,
             header: 40,
@@ -73,6 +74,7 @@ impl Bench {
             backpressure: false,
             host_fq: 0,
             prr: true,
+            rack,
             ack_delay_mean: 0,
             seed: 1,
             hs: None,
@@ -460,8 +462,8 @@ struct SackRun {
 /// and delivers everything else in sending order, every segment acknowledged at once (cumulative ACK,
 /// SACK blocks, the segment's send time echoed), each ACK handed to the sender before the next segment
 /// arrives. Runs until the path is empty: then the flow has finished or waits for its timer.
-fn scripted_sack_flow(n: u64, w: u64, lost: &[u64]) -> SackRun {
-    let mut b = Bench::flow(w as f64, Some(n * 1460), true);
+fn scripted_sack_flow(n: u64, w: u64, lost: &[u64], rack: bool) -> SackRun {
+    let mut b = Bench::flow(w as f64, Some(n * 1460), true, rack);
     let mut sent = BTreeSet::new();
     // The path: (segment, a first transmission, send time) in sending order.
     let mut path: VecDeque<(u64, bool, u64)> = VecDeque::new();
@@ -515,7 +517,7 @@ fn a_sack_recovery_repairs_the_flows_lost_last_segment_without_the_timer() {
     // 19 lost at the first ACK that delivers a retransmission (sent after 19's first transmission);
     // ns-3 3.44 resends it at the partial ACK. Every loss is repaired once, nothing spuriously.
     let lost: Vec<u64> = (1..20).step_by(2).collect();
-    let run = scripted_sack_flow(20, 20, &lost);
+    let run = scripted_sack_flow(20, 20, &lost, true);
     assert!(
         run.finished && run.timeouts == 0,
         "the flow waits for its timer: {:?}",
@@ -532,7 +534,7 @@ fn the_last_segment_is_marked_lost_by_the_ack_that_delivers_a_later_retransmissi
     // resent there. The ACK of the retransmission of 5 (cumulative up to 19, echoing the
     // retransmission's own send time) proves 19 gone: Linux's RACK marks it lost there (its
     // retransmission was delivered, and 19 was sent before it) and it goes out at once.
-    let run = scripted_sack_flow(20, 20, &[5, 19]);
+    let run = scripted_sack_flow(20, 20, &[5, 19], true);
     let when: Vec<_> = run
         .rtx_at
         .iter()
@@ -547,4 +549,20 @@ fn the_last_segment_is_marked_lost_by_the_ack_that_delivers_a_later_retransmissi
     );
     assert!(run.finished && run.timeouts == 0, "{:?}", run.rtx_at);
     assert_eq!(run.retransmits, 2, "{:?}", run.rtx_at);
+}
+
+#[test]
+fn without_rack_the_sack_recovery_leaves_the_last_segment_to_the_timer() {
+    // `transport.rack` off (the default): RFC 6675 alone, as before the option; the alternating-loss
+    // pattern of the test above repairs 1..17 and leaves 19 to the retransmission timer.
+    let lost: Vec<u64> = (1..20).step_by(2).collect();
+    let run = scripted_sack_flow(20, 20, &lost, false);
+    assert!(!run.finished, "{:?}", run.rtx_at);
+    let resent: Vec<u64> = run.rtx_at.iter().flat_map(|r| r.2.clone()).collect();
+    assert!(
+        !resent.contains(&19),
+        "19 resent without RACK: {:?}",
+        run.rtx_at
+    );
+    assert_eq!(resent.len(), lost.len() - 1, "{:?}", run.rtx_at);
 }
