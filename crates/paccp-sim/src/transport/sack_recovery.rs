@@ -4,10 +4,9 @@
 //! With `transport.rack` (off by default), in a recovery an original segment is lost as Linux's RACK
 //! decides it there (`tcp_rack_advance`, `tcp_rack_detect_loss`, with the reordering window
 //! `tcp_rack_reo_wnd` gives in recovery when no reordering was seen: 0): once a segment sent after it
-//! has arrived. A flow's packets keep their
-//! order, so that is exact: (1) an unSACKed segment below a SACKed one (IsLost with one SACKed segment
-//! above instead of RFC 6675's `dupack_threshold`; the recovery is still entered on
-//! `dupack_threshold`); (2) the unSACKed segments above the highest SACKed one, which IsLost never
+//! has arrived. A flow's packets keep their order, so that is exact: (1) an unSACKed segment below a
+//! SACKed one (IsLost with one SACKed segment above instead of RFC 6675's `dupack_threshold`; the
+//! recovery is still entered on `dupack_threshold`); (2) the unSACKed segments above the highest SACKed one, which IsLost never
 //! marks (nothing is sent above a flow's last segments, and the recovery ended in a retransmission
 //! timeout where Linux, and ns-3 by resending the first unacknowledged segment at every partial
 //! ACK, repair them): the segment that triggered an ACK was sent at the time the ACK echoes, and what
