@@ -291,6 +291,18 @@ def test_reproduce_checks_every_experiment_before_running_any(
     assert not (tmp_path / "o" / "fig4a").exists()
 
 
+def test_reproduce_refuses_transport_for_an_experiment_that_would_ignore_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The MPTCP experiments set their testbed's transport: --transport used to be dropped silently there.
+    out = tmp_path / "o"
+    args = ["reproduce", "fig4a", "mptcp-table3", "--quick", "--out", str(out), "--transport", "rack=true"]
+    code, _, err = cli(args, capsys)
+    msg = one_line_error(code, err)
+    assert "'mptcp-table3' sets its own transport" in msg and "fig4a" in msg
+    assert not out.exists()  # refused before anything ran or was created
+
+
 def test_out_that_is_not_ours_is_not_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mine = tmp_path / "out"
     mine.mkdir()

@@ -68,6 +68,13 @@ def reproduce(
         raise UserError(f"unknown experiment {unknown[0]!r} (known: {', '.join(sorted(registry))})")
     if not 0 <= seed <= INT64_MAX:
         raise UserError(f"--seed must be 0..{INT64_MAX}, got {seed}")
+    fixed = [e for e in experiments if not registry[e].takes_transport]
+    if transport and fixed:
+        takes = ", ".join(sorted(e for e, x in registry.items() if x.takes_transport))
+        raise UserError(
+            f"--transport: experiment {fixed[0]!r} sets its own transport (its testbed's) and would"
+            f" ignore it; it applies to {takes}"
+        )
     check_out_dir(out)
     for exp_id in experiments:  # every experiment's directory, before the first one runs
         check_out_dir(out / exp_id, f"--out (experiment {exp_id})", replace=registry[exp_id].replaces_dir)

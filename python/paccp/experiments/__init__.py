@@ -46,6 +46,9 @@ class Experiment:
     # thunk that runs the prepared experiment. ``paccp reproduce`` prepares every experiment it was given
     # before running the first, so a bad option fails before any work.
     prepare: Callable[[ExperimentOptions], Callable[[], dict[str, Any]]] | None = None
+    # True when the experiment applies ``ExperimentOptions.transport`` (``--transport``) to its runs; the
+    # others set their own transport (a testbed's), and ``paccp reproduce`` refuses the option for them.
+    takes_transport: bool = False
 
 
 REGISTRY: dict[str, Experiment] = {}

@@ -386,5 +386,12 @@ def _preparer(exp: str) -> Callable[[ExperimentOptions], Callable[[], dict[str, 
 
 for _exp in GROUPS:
     register(
-        Experiment(id=_exp, title=TITLES[_exp], run=_runner(_exp), replaces_dir=True, prepare=_preparer(_exp))
+        Experiment(
+            id=_exp,
+            title=TITLES[_exp],
+            run=_runner(_exp),
+            replaces_dir=True,
+            prepare=_preparer(_exp),
+            takes_transport=True,
+        )
     )
