@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from paccp.datapath import drive
 
 
@@ -25,6 +27,10 @@ def test_auto_rates_step_down_and_stop() -> None:
 def test_cpu_meter_measures_a_fraction() -> None:
     m = drive.CpuMeter()
     m.mark()
-    sum(i * i for i in range(200_000))
+    # /proc/stat counts in clock ticks (10 ms): work for 50 ms so that some ticks pass whatever the speed
+    # (a fixed amount of work finished within one tick on a fast moment, and busy is None then by design)
+    end = time.monotonic() + 0.05
+    while time.monotonic() < end:
+        sum(i * i for i in range(10_000))
     m.mark()
     assert m.busy is not None and 0.0 <= m.busy <= 1.0
