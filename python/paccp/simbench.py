@@ -308,8 +308,12 @@ def plot_cost(results: dict[str, Any], path: Path, load_average: list[float] | N
     ax.set_ylabel("M events per loop CPU second")
     ax.set_ylim(bottom=0)
     title = "Engine cost per event vs working set"
+    rounds = max(int(r.get("rounds", 1)) for r in results.values())
+    notes = [f"median of {rounds} runs"] if rounds > 1 else []
     if load_average:
-        title += f" (load avg {load_average[0]})"
+        notes.append(f"load avg {load_average[0]}")
+    if notes:
+        title += f" ({', '.join(notes)})"
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
