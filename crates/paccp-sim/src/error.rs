@@ -28,6 +28,15 @@ impl EngineError {
             msg: msg.into(),
         }
     }
+
+    /// `Ok(())` when `ok`, else an [`EngineError::Invalid`] for `field` (one validation rule per line).
+    pub fn require(ok: bool, field: impl Into<String>, msg: impl Into<String>) -> Result<()> {
+        if ok {
+            Ok(())
+        } else {
+            Err(EngineError::invalid(field, msg))
+        }
+    }
 }
 
 /// Result alias of the engine.

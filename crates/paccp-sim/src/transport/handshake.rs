@@ -59,24 +59,15 @@ pub(crate) struct Params {
 pub(crate) fn params(cfg: Option<&HandshakeCfg>) -> Result<Option<Params>> {
     let Some(c) = cfg else { return Ok(None) };
     let f = "transport.handshake";
-    if c.syn_bytes == 0 || c.syn_bytes > u16::MAX as u64 {
-        return Err(EngineError::invalid(
-            format!("{f}.syn_bytes"),
-            "must be in 1..=65535",
-        ));
-    }
-    if c.connect_timeout_ns == 0 {
-        return Err(EngineError::invalid(
-            format!("{f}.connect_timeout_ns"),
-            "must be > 0",
-        ));
-    }
-    if c.syn_retries > 30 {
-        return Err(EngineError::invalid(
-            format!("{f}.syn_retries"),
-            "must be <= 30",
-        ));
-    }
+    let syn_ok = (1..=u16::MAX as u64).contains(&c.syn_bytes);
+    EngineError::require(syn_ok, format!("{f}.syn_bytes"), "must be in 1..=65535")?;
+    let timeout_ok = c.connect_timeout_ns > 0;
+    EngineError::require(timeout_ok, format!("{f}.connect_timeout_ns"), "must be > 0")?;
+    EngineError::require(
+        c.syn_retries <= 30,
+        format!("{f}.syn_retries"),
+        "must be <= 30",
+    )?;
     Ok(Some(Params {
         syn_bytes: c.syn_bytes as u16,
         connect_timeout: Ps::from_ns(c.connect_timeout_ns).0,
