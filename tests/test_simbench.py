@@ -65,3 +65,9 @@ def test_rounds_report_medians_and_each_rounds_metric() -> None:
     assert simbench.median_figures(runs[:1]) == runs[0]
     with pytest.raises(UserError, match="--rounds"):
         simbench.run_cli(only="scale240", rounds=0)
+
+
+def test_memory_curve_has_one_positive_latency_per_size_in_order() -> None:
+    curve = simbench.memory_curve(kib=(64, 512), loads=20_000)
+    assert list(curve) == ["64", "512"]
+    assert all(v > 0 for v in curve.values()), curve

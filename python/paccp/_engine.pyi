@@ -7,3 +7,6 @@ SOURCE_HASH: str
 
 def run_json(scenario_json: str, progress: Callable[[int, int], None] | None = None) -> str:
     """Runs one scenario (docs/engine-contract.md); engine errors raise ValueError."""
+
+def memory_latency_ns(bytes: int, loads: int) -> float:
+    """Mean ns of a dependent load over a random cycle through ``bytes`` of memory (a machine probe)."""

@@ -155,6 +155,15 @@ def source_hash() -> str:
     return _engine.SOURCE_HASH
 
 
+def memory_latency_ns(nbytes: int, loads: int) -> float:
+    """Mean nanoseconds of one dependent load chasing a random cycle through ``nbytes`` of memory: where a
+    working set of that size is served from (L2, L3, DRAM) on this machine. A probe of the machine, not of
+    the simulation (``paccp_sim::probe``)."""
+    import paccp._engine as _engine
+
+    return float(_engine.memory_latency_ns(nbytes, loads))
+
+
 def run_json(scenario_json: str, progress: ProgressFn | None = None) -> str:
     """Runs the engine on a JSON document; engine errors become :class:`UserError`."""
     import paccp._engine as _engine

@@ -26,7 +26,9 @@ reports: the cost per event without the engine's own build and output, which gro
 ``peak_rss_mb`` (``ru_maxrss`` of the subprocess, which includes the Python interpreter and
 numpy/pyarrow), ``flows``, ``peak_packets_in_flight``, ``hosts`` and ``load``. ``scale_vs_240``
 divides each scale size's ``events_per_loop_cpu_s`` by the 240-host one; ``definitions`` in the JSON
-says what each figure is.
+says what each figure is. With a ``scale`` or ``workingset`` benchmark the JSON also holds
+``memory_latency_ns``: this machine's latency of a dependent load by working-set size (KiB), measured
+before the benchmarks, which is what the cost per event of a large fabric depends on.
 """
 
 from __future__ import annotations
@@ -130,11 +132,17 @@ DEFINITIONS = {
     "peak_rss_mb": "ru_maxrss of the benchmark's own subprocess (Python, numpy and pyarrow included)",
     "hosts": "hosts of the leaf-spine fabric (null for other topologies)",
     "load": "offered load of the benchmark's first arrival process (null without arrivals)",
+    "memory_latency_ns": "mean ns of one dependent load chasing a random cycle through a buffer of the given "
+    "KiB, measured once before the benchmarks (the machine's L2 / L3 / DRAM steps; not a simulator figure)",
     "peak_packets_in_flight": "most packets sent and not yet delivered or dropped at any instant (what sets "
     "the engine's working set: each sits in a channel's pipe, and its channel and flow are touched per hop)",
 }
 # The figure `scale_vs_240` compares (least sensitive to other jobs and to the build and output steps).
 SCALE_METRIC = "events_per_loop_cpu_s"
+# Working-set sizes (KiB) of the memory-latency curve recorded with the scale benchmarks, and the loads
+# timed per size (about 1 s in all on a machine whose memory latency is ~150 ns).
+MEMORY_KIB = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072)
+MEMORY_LOADS = 1_000_000
 GROUPS = {
     "scale": ("scale240", "scale1000", "scale2500", "scale10000"),
     "workingset": (
@@ -198,6 +206,14 @@ def run_one(key: str) -> dict[str, Any]:
     }
 
 
+def memory_curve(kib: tuple[int, ...] = MEMORY_KIB, loads: int = MEMORY_LOADS) -> dict[str, float]:
+    """This machine's memory latency by working-set size: ``{KiB: ns per dependent load}`` (keys are
+    strings, for JSON)."""
+    from paccp.engine import memory_latency_ns
+
+    return {str(k): round(memory_latency_ns(k * 1024, loads), 1) for k in kib}
+
+
 def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One benchmark's figures over its rounds: the median of every numeric figure (the first run's
     value for the others), and with several rounds each round's ``events_per_loop_cpu_s`` as well."""
@@ -238,6 +254,10 @@ def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> N
     for path, option in ((out, "--out"), (plot, "--plot")):
         if path:
             check_out_file(Path(path), option)  # before the benchmarks run, not after
+    memory: dict[str, float] | None = None
+    if any(k in GROUPS["scale"] or k in GROUPS["workingset"] for k in keys):
+        print("bench: memory latency by working-set size ...", file=sys.stderr, flush=True)
+        memory = memory_curve()
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
     for r in range(rounds):
         for k in keys:  # rounds interleave the benchmarks, so a change in the machine's load hits all
@@ -264,6 +284,8 @@ def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> N
         base = results[sizes[0]][SCALE_METRIC]
         doc["scale_vs_240"] = {k: results[k][SCALE_METRIC] / base for k in sizes if base}
         doc["scale_metric"] = f"{SCALE_METRIC}: {DEFINITIONS[SCALE_METRIC]}"
+    if memory is not None:
+        doc["memory_latency_ns"] = memory
     doc["definitions"] = DEFINITIONS
     doc["load_average"] = _load_average()
     text = json.dumps(doc, indent=2, sort_keys=True)

@@ -35,11 +35,19 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
     }
 }
 
+/// Mean nanoseconds of a dependent load over a random cycle through `bytes` of memory
+/// (`paccp_sim::probe`): a probe of the machine, recorded next to the engine's scale figures.
+#[pyfunction]
+fn memory_latency_ns(py: Python<'_>, bytes: usize, loads: u64) -> f64 {
+    py.allow_threads(|| paccp_sim::probe::memory_latency_ns(bytes, loads))
+}
+
 /// Python module `paccp._engine`.
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", paccp_sim::VERSION)?;
     m.add("SOURCE_HASH", paccp_sim::SOURCE_HASH)?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_latency_ns, m)?)?;
     Ok(())
 }

@@ -16,6 +16,7 @@ pub(crate) mod event;
 pub mod host;
 pub(crate) mod metrics;
 pub mod net;
+pub mod probe;
 pub mod rng;
 mod sack;
 pub mod sim;
