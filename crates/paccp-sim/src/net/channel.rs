@@ -2,35 +2,21 @@
 //!
 //! A FIFO drop-tail channel fixes a packet's departure when it is accepted (start = max(now, end of
 //! the previous serialisation), `done` = start + serialisation time), so only its arrival at the far
-//! end (`done + delay`) is an event. `pipe` holds every accepted packet not yet received, in FIFO
-//! order: the first `on_wire` have finished serialising (they propagate), the rest are the queue.
-//! Packets move from queue to wire lazily ([`Channel::advance`]) whenever the queue is looked at.
+//! end (`done + delay`) is an event. `pipe` lists every accepted packet not yet received, in FIFO
+//! order, in the simulation's packet slab ([`super::slab`]): the first ones have finished serialising
+//! (they propagate), the rest are the queue. Packets move from queue to wire lazily
+//! ([`Channel::advance`]) whenever the queue is looked at.
 //!
 //! A channel with a scheduled discipline ([`Sched`]: strict priority, per-VM queues, shaper) keeps
 //! its waiting packets there; the pipe then holds at most the packet being serialised plus the wire,
 //! and an [`Ev::TxEnd`] at the end of each serialisation (or when a shaper's bucket refills) asks the
 //! discipline for the next packet.
-use super::pipe::Pipe;
 use super::qdisc::Sched;
+use super::slab::{Fifo, Slab};
 use super::{NetStats, Pkt, QKey};
 use crate::event::{Ev, EventQueue};
 use crate::units::{Bps, Bytes};
 use std::collections::VecDeque;
-
-/// A packet accepted by a channel, with the time its serialisation ends.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct InPipe {
-    pub(crate) done: u64,
-    pub(crate) pkt: Pkt,
-}
-
-impl InPipe {
-    /// A placeholder (free ring slots).
-    pub(crate) const EMPTY: InPipe = InPipe {
-        done: 0,
-        pkt: Pkt::EMPTY,
-    };
-}
 
 /// Runtime state of one channel. Laid out by use, one 64-byte line each: what every hop touches
 /// (the pipe, the serialiser, whether a discipline is in front), what admission touches (limits,
@@ -41,7 +27,7 @@ impl InPipe {
 #[repr(C, align(64))]
 pub(crate) struct Channel {
     // Line 1: every hop.
-    pub(crate) pipe: Pipe,
+    pub(crate) pipe: Fifo,
     /// End of the last accepted packet's serialisation (the `done` of the pipe's last packet).
     pub(crate) busy_until: u64,
     /// Bytes in the queue part of the pipe (the packet being serialised included).
@@ -49,7 +35,6 @@ pub(crate) struct Channel {
     pub(crate) delay: u64,
     /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail).
     pub(crate) sched: Option<Box<Sched>>,
-    pub(crate) on_wire: u32,
     /// Never drops (a host NIC queue under host backpressure: data is gated before it).
     pub(crate) lossless: bool,
     /// A [`Ev::NicRoom`] event is scheduled.
@@ -81,8 +66,7 @@ impl Channel {
     pub(crate) fn new(rate: Bps, delay_ps: u64, limits: (u64, u64), sizes: (u64, u64)) -> Channel {
         let tx = |size: u64| (size, rate.tx_time(Bytes(size)).0);
         Channel {
-            pipe: Pipe::default(),
-            on_wire: 0,
+            pipe: Fifo::default(),
             bytes: 0,
             busy_until: 0,
             rate_bps: rate.0,
@@ -113,33 +97,32 @@ impl Channel {
     /// Moves the packets whose serialisation ended at or before `until` from the queue to the wire;
     /// returns the end time of the last one moved (0 if none).
     #[inline]
-    pub(crate) fn advance(&mut self, until: u64) -> u64 {
+    pub(crate) fn advance(&mut self, until: u64, slab: &Slab) -> u64 {
         if self.busy_until <= until {
             // Every packet's serialisation has ended (the last one's is `busy_until`): no need to read
             // the queue's packets, which on a large fabric are rarely in cache.
-            if (self.on_wire as usize) < self.pipe.len() {
-                self.on_wire = self.pipe.len() as u32;
+            if self.pipe.all_on_wire() {
                 self.bytes = 0;
                 return self.busy_until;
             }
             return 0;
         }
         let mut last = 0;
-        while let Some(p) = self.pipe.get(self.on_wire as usize) {
+        while let Some(p) = self.pipe.first_queued(slab) {
             if p.done > until {
                 break;
             }
             last = p.done;
             self.bytes -= p.pkt.size as u64;
-            self.on_wire += 1;
+            self.pipe.one_on_wire(slab);
         }
         last
     }
 
     /// The end of the run at `end`: moves what has been serialised by then to the wire (for
     /// [`Channel::tx_bytes`]); returns the end time of the last packet moved (0 if none).
-    pub(crate) fn finish(&mut self, end: u64) -> u64 {
-        self.advance(end)
+    pub(crate) fn finish(&mut self, end: u64, slab: &Slab) -> u64 {
+        self.advance(end, slab)
     }
 
     /// Bytes serialised (after [`Channel::finish`]: by the end of the run). Computed, not stored, so
@@ -153,11 +136,11 @@ impl Channel {
     /// started before `from` (when the end of a serialisation was an event of its own, scheduled at
     /// its start, it ran first in that case).
     #[inline]
-    pub(crate) fn advance_for(&mut self, now: u64, from: u64) {
-        self.advance(now.saturating_sub(1));
-        if let Some(p) = self.pipe.get(self.on_wire as usize) {
+    pub(crate) fn advance_for(&mut self, now: u64, from: u64, slab: &Slab) {
+        self.advance(now.saturating_sub(1), slab);
+        if let Some(p) = self.pipe.first_queued(slab) {
             if p.done == now && p.done - self.tx_time(p.pkt.size as u64) < from {
-                self.advance(now);
+                self.advance(now, slab);
             }
         }
     }
@@ -166,23 +149,20 @@ impl Channel {
     /// returns it and, if another packet follows, that packet's (serialisation end, arrival) times.
     /// The rest of the queue is not advanced (whoever looks at the queue advances it first).
     #[inline]
-    pub(crate) fn pop_head(&mut self) -> Option<(Pkt, Option<(u64, u64)>)> {
-        let InPipe { pkt, .. } = self.pipe.pop_front()?;
-        if self.on_wire > 0 {
-            self.on_wire -= 1;
-        } else {
+    pub(crate) fn pop_head(&mut self, slab: &mut Slab) -> Option<(Pkt, Option<(u64, u64)>)> {
+        let (pkt, was_on_wire, next) = self.pipe.pop_front(slab)?;
+        if !was_on_wire {
             // Not moved to the wire yet (nothing looked at the queue since its serialisation ended,
             // or zero propagation delay): it leaves the queue part now.
             self.bytes -= pkt.size as u64;
         }
-        let next = self.pipe.front().map(|n| (n.done, n.done + self.delay));
-        Some((pkt, next))
+        Some((pkt, next.map(|done| (done, done + self.delay))))
     }
 
     /// Packets in the queue part of the pipe (the one being serialised included).
     #[inline]
     pub(crate) fn queued(&self) -> u64 {
-        (self.pipe.len() - self.on_wire as usize) as u64
+        self.pipe.queued()
     }
 
     /// [`Channel::advance_for`] unless the queue has room for a packet of `size` bytes with key `key`
@@ -191,9 +171,16 @@ impl Channel {
     /// (rarely in cache on a large fabric). [`Channel::schedule_wake`] brings the queue up to date
     /// itself before it looks at the next departure.
     #[inline]
-    pub(crate) fn advance_unless_room(&mut self, size: u64, key: QKey, now: u64, from: u64) {
+    pub(crate) fn advance_unless_room(
+        &mut self,
+        size: u64,
+        key: QKey,
+        now: u64,
+        from: u64,
+        slab: &Slab,
+    ) {
         if !self.has_room(size, key) {
-            self.advance_for(now, from);
+            self.advance_for(now, from, slab);
         }
     }
 
@@ -234,10 +221,11 @@ impl Channel {
         key: QKey,
         q: &mut EventQueue,
         stats: &mut NetStats,
+        slab: &mut Slab,
     ) -> bool {
         let now = q.now;
         let size = pkt.size as u64;
-        // `on_wire` and `bytes` lag behind (packets whose serialisation has ended may still count as
+        // The pipe's wire mark and `bytes` lag behind (packets whose serialisation has ended may still count as
         // queued), so they only overstate the queue: if even the lagging queue admits the packet and
         // does not raise `max_queue_bytes`, the exact one does the same, and the queue's head packet
         // (rarely in cache on a large fabric) need not be read.
@@ -246,7 +234,7 @@ impl Channel {
                 || (self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes))
             && self.bytes + size <= self.max_queue_bytes;
         if !lagging_ok {
-            self.advance_for(now, q.cur_from);
+            self.advance_for(now, q.cur_from, slab);
         }
         let admitted = self.lossless
             || match self.sched.as_mut() {
@@ -263,7 +251,7 @@ impl Channel {
         if let Some(s) = self.sched.as_mut() {
             s.push(pkt, key);
             if self.busy_until <= now {
-                self.start_next(ch, q);
+                self.start_next(ch, q, slab);
             }
             self.max_queue_bytes = self.max_queue_bytes.max(self.queue_bytes());
             return true;
@@ -274,7 +262,7 @@ impl Channel {
         self.acc_bytes += size;
         self.max_queue_bytes = self.max_queue_bytes.max(self.bytes);
         let head = self.pipe.is_empty();
-        self.pipe.push_back(InPipe { done, pkt });
+        self.pipe.push_back(slab, pkt, done);
         if head {
             q.schedule_from(done, done + self.delay, Ev::Hop { ch });
         }
@@ -283,7 +271,7 @@ impl Channel {
 
     /// Scheduled discipline, serialiser idle at `q.now`: starts serialising the packet the discipline
     /// picks, or schedules a wake-up for when a shaper's bucket allows one.
-    pub(crate) fn start_next(&mut self, ch: u32, q: &mut EventQueue) {
+    pub(crate) fn start_next(&mut self, ch: u32, q: &mut EventQueue, slab: &mut Slab) {
         let now = q.now;
         if self.busy_until > now {
             return; // serialising (a stale or duplicate wake-up)
@@ -299,7 +287,7 @@ impl Channel {
                 self.bytes += size;
                 self.acc_bytes += size;
                 let head = self.pipe.is_empty();
-                self.pipe.push_back(InPipe { done, pkt });
+                self.pipe.push_back(slab, pkt, done);
                 if head {
                     q.schedule_from(done, done + self.delay, Ev::Hop { ch });
                 }
@@ -317,21 +305,21 @@ impl Channel {
 
     /// Host backpressure: schedules a [`Ev::NicRoom`] for when the queue's next packet has left, if
     /// flows wait and none is scheduled.
-    pub(crate) fn schedule_wake(&mut self, ch: u32, q: &mut EventQueue) {
+    pub(crate) fn schedule_wake(&mut self, ch: u32, q: &mut EventQueue, slab: &Slab) {
         if self.wake_pending || self.waiters.is_empty() {
             return;
         }
         // A no-op where the caller brought the queue up to date (to `now`, or as seen from this event).
-        self.advance_for(q.now, q.cur_from);
-        if let Some(t) = self.next_departure() {
+        self.advance_for(q.now, q.cur_from, slab);
+        if let Some(t) = self.next_departure(slab) {
             self.wake_pending = true;
             q.schedule(t, Ev::NicRoom { ch });
         }
     }
 
     /// When the next packet leaves the queue (for the NIC's waiters), if any is queued.
-    pub(crate) fn next_departure(&self) -> Option<u64> {
-        if let Some(head) = self.pipe.get(self.on_wire as usize) {
+    pub(crate) fn next_departure(&self, slab: &Slab) -> Option<u64> {
+        if let Some(head) = self.pipe.first_queued(slab) {
             return Some(head.done);
         }
         match &self.sched {
@@ -355,6 +343,7 @@ mod tests {
         let (limit_pkts, limit_bytes) = (8, 6 * 1500);
         let mut c = Channel::new(rate, 5_000_000, (limit_pkts, limit_bytes), (1500, 40));
         let (mut q, mut stats) = (EventQueue::default(), NetStats::default());
+        let mut slab = Slab::default();
         let key = QKey {
             class: 0,
             vm: QKey::NO_VM,
@@ -371,8 +360,8 @@ mod tests {
             now += next() % 14_000_000;
             q.now = now;
             q.cur_from = now;
-            while c.pipe.front().is_some_and(|h| h.done + c.delay <= now) {
-                c.pop_head();
+            while c.pipe.front(&slab).is_some_and(|h| h.done + c.delay <= now) {
+                c.pop_head(&mut slab);
             }
             let size = if next() % 3 == 0 { 40 } else { 1500 };
             let (n, bytes) = accepted
@@ -381,7 +370,7 @@ mod tests {
                 .fold((0, 0), |(n, b), a| (n + 1, b + a.1));
             let want = n < limit_pkts && bytes + size <= limit_bytes;
             if next() % 2 == 0 {
-                c.advance_unless_room(size, key, now, now);
+                c.advance_unless_room(size, key, now, now, &slab);
                 assert_eq!(c.has_room(size, key), want, "room, step {step}");
             }
             stats.in_flight += 1;
@@ -390,7 +379,7 @@ mod tests {
                 ..Pkt::EMPTY
             };
             assert_eq!(
-                c.enqueue(0, pkt, key, &mut q, &mut stats),
+                c.enqueue(0, pkt, key, &mut q, &mut stats, &mut slab),
                 want,
                 "step {step}"
             );
@@ -405,7 +394,7 @@ mod tests {
             stats.packets_dropped > 1000 && peak == limit_bytes,
             "the queue never filled"
         );
-        c.finish(now);
+        c.finish(now, &slab);
         let sent: u64 = accepted.iter().filter(|a| a.0 <= now).map(|a| a.1).sum();
         assert_eq!(c.tx_bytes(), sent);
     }

@@ -2,9 +2,9 @@
 //! serialiser and a propagation pipe) and the queue disciplines. Topologies and routes are
 //! [`crate::topo`].
 pub(crate) mod channel;
-mod pipe;
 pub mod qdisc;
 pub mod red;
+pub(crate) mod slab;
 
 use crate::sack::SackOpt;
 
@@ -31,7 +31,8 @@ pub struct Pkt {
 }
 
 impl Pkt {
-    /// A placeholder (free slots of a channel's pipe).
+    /// A placeholder.
+    #[cfg(test)]
     pub(crate) const EMPTY: Pkt = Pkt {
         flow: 0,
         pos: 0,

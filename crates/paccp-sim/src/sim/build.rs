@@ -11,6 +11,7 @@ use crate::host::{PerVm, VmInfo};
 use crate::metrics::Sampler;
 use crate::net::channel::Channel;
 use crate::net::qdisc::{limits, Prio, Sched};
+use crate::net::slab::Slab;
 use crate::net::{NetStats, ROUTE_END};
 use crate::rng::stream;
 use crate::topo::{Network, Router};
@@ -311,6 +312,7 @@ impl Simulation {
             p,
             q: EventQueue::default(),
             channels,
+            slab: Slab::default(),
             stats: NetStats::default(),
             nic_turn: None,
             finished: Vec::new(),

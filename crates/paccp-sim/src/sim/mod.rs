@@ -4,15 +4,16 @@
 //!
 //! One event per packet hop: a FIFO drop-tail channel fixes a packet's serialisation end when it
 //! accepts it, so only the arrival at the far end is an event, and each channel has at most one such
-//! event pending (its pipe's head). Packets are `Copy` structs held in the channels' pipes; a route
-//! is a slice of channel indices precomputed per flow.
+//! event pending (its pipe's head). Packets are `Copy` structs in one slab, listed per channel
+//! ([`crate::net::slab`]); a route is a slice of channel indices precomputed per flow.
 mod build;
 
 use crate::cc::{CcMaker, PeerWindow, Policy};
 use crate::error::{EngineError, Result};
 use crate::event::{Entry, Ev, EventQueue};
 use crate::metrics::{output, OutputParts, Sampler};
-use crate::net::channel::{Channel, InPipe};
+use crate::net::channel::Channel;
+use crate::net::slab::{Slab, Slot};
 use crate::net::{NetStats, Pkt, QKey, ROUTE_END};
 use crate::topo::{Network, Router};
 use crate::transport::{Ctx, Flow, Params};
@@ -41,6 +42,8 @@ pub struct Simulation {
     p: Params,
     q: EventQueue,
     channels: Vec<Channel>,
+    /// Where the packets in the channels live.
+    slab: Slab,
     stats: NetStats,
     /// Host backpressure: the flow whose turn it is to put one segment into its NIC queue.
     nic_turn: Option<u32>,
@@ -83,26 +86,11 @@ pub(crate) fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
-/// [`prefetch`] of the lines of a pipe's head packet and of the next packet's serialisation end (a
-/// hop reads both: the head to forward it, the next one's `done` to schedule its arrival); with
-/// 48-byte entries the two may be one, two or three lines.
+/// [`prefetch`] of a pipe's head packet: its slot is one line, which also holds the next packet's
+/// serialisation end (a hop reads both).
 #[inline(always)]
-fn prefetch_head(p: &InPipe) {
+fn prefetch_head(p: &Slot) {
     prefetch(p);
-    let last = (p as *const InPipe)
-        .cast::<u8>()
-        .wrapping_add(std::mem::size_of::<InPipe>() + std::mem::offset_of!(InPipe, done) + 7);
-    let mid = (p as *const InPipe)
-        .cast::<u8>()
-        .wrapping_add(std::mem::size_of::<InPipe>() - 1);
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address (past the ring's end it is useless only).
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(mid.cast::<i8>());
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(last.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (mid, last);
 }
 
 /// Splits the simulation into the flows and the context their handlers see.
@@ -113,6 +101,7 @@ macro_rules! ctx {
             Ctx {
                 q: &mut $s.q,
                 channels: &mut $s.channels,
+                slab: &mut $s.slab,
                 stats: &mut $s.stats,
                 p: &$s.p,
                 routes: &$s.routes,
@@ -160,7 +149,7 @@ impl Simulation {
             // arrival in place of the event being handled (the same order and sequence numbers as a
             // pop and a push).
             if let Ev::Hop { ch } = e.ev {
-                let Some((pkt, next)) = self.channels[ch as usize].pop_head() else {
+                let Some((pkt, next)) = self.channels[ch as usize].pop_head(&mut self.slab) else {
                     self.q.pop();
                     continue;
                 };
@@ -197,7 +186,7 @@ impl Simulation {
         // instants, as their end events did when each was an event).
         let end = self.duration;
         for c in &mut self.channels {
-            last_t = last_t.max(c.finish(end));
+            last_t = last_t.max(c.finish(end, &self.slab));
         }
         if let Some(cb) = progress.as_mut() {
             cb(total_ns, total_ns).map_err(EngineError::Aborted)?;
@@ -241,7 +230,7 @@ impl Simulation {
             ev: Ev::Hop { ch }, ..
         }) = self.q.ahead(2)
         {
-            if let Some(h) = self.channels[ch as usize].pipe.front() {
+            if let Some(h) = self.channels[ch as usize].pipe.front(&self.slab) {
                 prefetch_head(h);
             }
         }
@@ -249,7 +238,7 @@ impl Simulation {
             ev: Ev::Hop { ch }, ..
         }) = self.q.peek()
         {
-            if let Some(h) = self.channels[ch as usize].pipe.front() {
+            if let Some(h) = self.channels[ch as usize].pipe.front(&self.slab) {
                 prefetch_head(h);
             }
         }
@@ -268,7 +257,7 @@ impl Simulation {
         for e in self.q.current() {
             if let Ev::Hop { ch } = e.ev {
                 let c = &self.channels[ch as usize];
-                if let Some(h) = c.pipe.front() {
+                if let Some(h) = c.pipe.front(&self.slab) {
                     prefetch_head(h);
                 }
             }
@@ -284,11 +273,11 @@ impl Simulation {
                 if c.wait_at <= self.q.now {
                     c.wait_at = 0;
                 }
-                c.advance(self.q.now);
-                c.start_next(ch, &mut self.q);
+                c.advance(self.q.now, &self.slab);
+                c.start_next(ch, &mut self.q, &mut self.slab);
                 if !self.channels[ch as usize].waiters.is_empty() {
                     self.serve_waiters(ch);
-                    self.channels[ch as usize].schedule_wake(ch, &mut self.q);
+                    self.channels[ch as usize].schedule_wake(ch, &mut self.q, &self.slab);
                 }
             }
             Ev::NicRoom { ch } => self.nic_room_freed(ch),
@@ -349,7 +338,14 @@ impl Simulation {
                 vm: QKey::NO_VM,
             };
             pkt.pos += 1;
-            self.channels[ch as usize].enqueue(ch, pkt, key, &mut self.q, &mut self.stats);
+            self.channels[ch as usize].enqueue(
+                ch,
+                pkt,
+                key,
+                &mut self.q,
+                &mut self.stats,
+                &mut self.slab,
+            );
             return;
         }
         self.stats.in_flight -= 1;
@@ -387,7 +383,7 @@ impl Simulation {
     pub(crate) fn nic_room_freed(&mut self, ch: u32) {
         self.channels[ch as usize].wake_pending = false;
         self.serve_waiters(ch);
-        self.channels[ch as usize].schedule_wake(ch, &mut self.q);
+        self.channels[ch as usize].schedule_wake(ch, &mut self.q, &self.slab);
     }
 
     /// Host backpressure: the waiters of NIC queue `ch` take turns, one segment each in the order they
@@ -400,7 +396,7 @@ impl Simulation {
         let now = self.q.now;
         let size = self.p.mss + self.p.header;
         if self.channels[ch as usize].sched.is_some() {
-            self.channels[ch as usize].advance(now);
+            self.channels[ch as usize].advance(now, &self.slab);
             let waiting: Vec<u32> = self.channels[ch as usize].waiters.drain(..).collect();
             let mut keep = std::collections::VecDeque::new();
             for fl in waiting {
@@ -421,7 +417,7 @@ impl Simulation {
                 // `Channel::advance_unless_room`; packets queued since then end after `now`).
                 let key = self.flows[fl as usize].qkey();
                 if !c.has_room(size, key) {
-                    c.advance(now);
+                    c.advance(now, &self.slab);
                     if !c.has_room(size, key) {
                         break;
                     }

@@ -41,6 +41,7 @@ use crate::cc::{AnyController, PeerWindow, Policy, Window};
 use crate::config::ChangeCfg;
 use crate::event::{Ev, EventQueue};
 use crate::net::channel::Channel;
+use crate::net::slab::Slab;
 use crate::net::{NetStats, Pkt, QKey};
 use crate::rng::stream;
 use crate::sack::{Ranges, MAX_BLOCKS};
@@ -79,6 +80,8 @@ pub(crate) struct Params {
 pub(crate) struct Ctx<'a> {
     pub(crate) q: &'a mut EventQueue,
     pub(crate) channels: &'a mut [Channel],
+    /// Where the packets in the channels live.
+    pub(crate) slab: &'a mut Slab,
     pub(crate) stats: &'a mut NetStats,
     pub(crate) p: &'a Params,
     /// The flat route table (see [`Pkt::pos`]).
@@ -110,7 +113,7 @@ impl Ctx<'_> {
         self.stats.packets_sent += 1;
         self.stats.in_flight += 1;
         self.stats.peak_in_flight = self.stats.peak_in_flight.max(self.stats.in_flight);
-        self.channels[ch as usize].enqueue(ch, pkt, key, self.q, self.stats);
+        self.channels[ch as usize].enqueue(ch, pkt, key, self.q, self.stats, self.slab);
     }
 
     /// Records that a flow finished.

@@ -92,7 +92,7 @@ impl Flow {
         let key = self.qkey();
         let ch = cx.routes[self.info.route_data as usize];
         let c = &mut cx.channels[ch as usize];
-        c.advance_unless_room(size, key, cx.q.now, cx.q.cur_from);
+        c.advance_unless_room(size, key, cx.q.now, cx.q.cur_from, cx.slab);
         if c.has_room(size, key) {
             if *cx.nic_turn == Some(idx) {
                 *cx.nic_turn = None;
@@ -108,7 +108,7 @@ impl Flow {
             self.snd.blocked = true;
             c.waiters.push_back(idx);
         }
-        c.schedule_wake(ch, cx.q);
+        c.schedule_wake(ch, cx.q, cx.slab);
         false
     }
 

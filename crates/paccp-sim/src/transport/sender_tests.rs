@@ -20,6 +20,7 @@ use crate::cc::reno::Reno;
 use crate::cc::{AnyController, Policy};
 use crate::event::EventQueue;
 use crate::net::channel::Channel;
+use crate::net::slab::Slab;
 use crate::net::{NetStats, Pkt};
 use crate::sack::SackOpt;
 use crate::units::Bps;
@@ -44,6 +45,7 @@ struct Bench {
     flow: Flow,
     q: EventQueue,
     channels: Vec<Channel>,
+    slab: Slab,
     stats: NetStats,
     p: Params,
     routes: Vec<u32>,
@@ -108,6 +110,7 @@ impl Bench {
             flow,
             q: EventQueue::default(),
             channels: vec![nic],
+            slab: Slab::default(),
             stats: NetStats::default(),
             p,
             routes: vec![0],
@@ -122,6 +125,7 @@ impl Bench {
         let mut cx = Ctx {
             q: &mut self.q,
             channels: &mut self.channels,
+            slab: &mut self.slab,
             stats: &mut self.stats,
             p: &self.p,
             routes: &self.routes,
@@ -469,7 +473,7 @@ fn scripted_sack_flow(n: u64, w: u64, lost: &[u64], rack: bool) -> SackRun {
     let mut path: VecDeque<(u64, bool, u64)> = VecDeque::new();
     let drain = |b: &mut Bench, sent: &mut BTreeSet<u64>, path: &mut VecDeque<(u64, bool, u64)>| {
         let mut rtx = Vec::new();
-        while let Some((pkt, _)) = b.channels[0].pop_head() {
+        while let Some((pkt, _)) = b.channels[0].pop_head(&mut b.slab) {
             let first = sent.insert(pkt.seq);
             path.push_back((pkt.seq, first, pkt.ts));
             if !first {

@@ -1,0 +1,249 @@
+//! Where packets in the network live: one slab of 64-byte slots for all of them, and per channel a FIFO
+//! list threaded through the slots ([`Fifo`]).
+//!
+//! A slot is freed when its packet leaves a channel and taken again, last freed first, when a packet
+//! enters one, so a packet forwarded at a hop is written into the line it was just read from, and the
+//! slab's footprint is the packets in flight, not the largest burst each channel ever held (per-channel
+//! ring buffers grow to that and cycle through all of it: 49 MB of rings for 14 MB of packets on a
+//! 10,000-host fabric). A slot also carries the serialisation end of the packet after it in its
+//! channel, so a hop that schedules the next packet's arrival reads one slot, not two.
+use super::Pkt;
+
+/// No slot (ends a list).
+const NONE: u32 = u32::MAX;
+
+/// A packet accepted by a channel, with what its channel's list needs; one cache line.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    pub(crate) pkt: Pkt,
+    /// When its serialisation ends.
+    pub(crate) done: u64,
+    /// The `done` of the next packet of the same channel (valid if `next` is a slot).
+    next_done: u64,
+    /// The next packet of the same channel ([`NONE`] at the tail).
+    next: u32,
+}
+
+/// Every packet accepted by a channel and not yet delivered or passed on.
+#[derive(Debug, Default)]
+pub(crate) struct Slab {
+    slots: Vec<Slot>,
+    /// Free slots, the last freed on top.
+    free: Vec<u32>,
+}
+
+impl Slab {
+    #[inline(always)]
+    pub(crate) fn slot(&self, i: u32) -> &Slot {
+        &self.slots[i as usize]
+    }
+
+    /// A slot holding `pkt` (serialisation end `done`) at the tail of a list.
+    #[inline]
+    fn alloc(&mut self, pkt: Pkt, done: u64) -> u32 {
+        let s = Slot {
+            pkt,
+            done,
+            next_done: 0,
+            next: NONE,
+        };
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = s;
+                i
+            }
+            None => {
+                let i = self.slots.len();
+                assert!(i < NONE as usize, "more than 2^32 - 1 packets in flight");
+                self.slots.push(s);
+                i as u32
+            }
+        }
+    }
+}
+
+/// One channel's packets in FIFO order: the first `on_wire` have finished serialising (they
+/// propagate), the rest (from `queued_first` on) are the queue.
+#[derive(Debug)]
+pub(crate) struct Fifo {
+    head: u32,
+    tail: u32,
+    /// The first packet not known to be on the wire ([`NONE`] if every packet is).
+    queued_first: u32,
+    len: u32,
+    on_wire: u32,
+}
+
+impl Default for Fifo {
+    fn default() -> Self {
+        Fifo {
+            head: NONE,
+            tail: NONE,
+            queued_first: NONE,
+            len: 0,
+            on_wire: 0,
+        }
+    }
+}
+
+impl Fifo {
+    /// Packets in the list.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Packets not known to be on the wire.
+    #[inline(always)]
+    pub(crate) fn queued(&self) -> u64 {
+        (self.len - self.on_wire) as u64
+    }
+
+    /// The head (the next packet to reach the far end).
+    #[inline(always)]
+    pub(crate) fn front<'s>(&self, slab: &'s Slab) -> Option<&'s Slot> {
+        (self.head != NONE).then(|| slab.slot(self.head))
+    }
+
+    /// The first packet not known to be on the wire.
+    #[inline(always)]
+    pub(crate) fn first_queued<'s>(&self, slab: &'s Slab) -> Option<&'s Slot> {
+        (self.queued_first != NONE).then(|| slab.slot(self.queued_first))
+    }
+
+    /// Every packet is on the wire; returns whether any was not known to be.
+    #[inline(always)]
+    pub(crate) fn all_on_wire(&mut self) -> bool {
+        let moved = self.on_wire < self.len;
+        self.on_wire = self.len;
+        self.queued_first = NONE;
+        moved
+    }
+
+    /// The first queued packet is on the wire (there is one).
+    #[inline(always)]
+    pub(crate) fn one_on_wire(&mut self, slab: &Slab) {
+        self.queued_first = slab.slot(self.queued_first).next;
+        self.on_wire += 1;
+    }
+
+    /// Appends `pkt`, whose serialisation ends at `done`; it is queued.
+    #[inline]
+    pub(crate) fn push_back(&mut self, slab: &mut Slab, pkt: Pkt, done: u64) {
+        let i = slab.alloc(pkt, done);
+        if self.tail == NONE {
+            self.head = i;
+        } else {
+            let t = &mut slab.slots[self.tail as usize];
+            t.next = i;
+            t.next_done = done;
+        }
+        self.tail = i;
+        if self.queued_first == NONE {
+            self.queued_first = i;
+        }
+        self.len += 1;
+    }
+
+    /// Removes the head and frees its slot: the packet, whether it was known to be on the wire, and the
+    /// serialisation end of the packet after it, if any.
+    #[inline]
+    pub(crate) fn pop_front(&mut self, slab: &mut Slab) -> Option<(Pkt, bool, Option<u64>)> {
+        if self.head == NONE {
+            return None;
+        }
+        let i = self.head;
+        let s = slab.slot(i);
+        let (pkt, next, next_done) = (s.pkt, s.next, s.next_done);
+        let was_on_wire = self.on_wire > 0;
+        if was_on_wire {
+            self.on_wire -= 1;
+        } else {
+            self.queued_first = next; // it was the first queued one
+        }
+        self.head = next;
+        if next == NONE {
+            self.tail = NONE;
+        }
+        self.len -= 1;
+        slab.free.push(i);
+        Some((pkt, was_on_wire, (next != NONE).then_some(next_done)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_fifos_sharing_one_slab_with_reuse() {
+        // Three lists on one slab, random pushes, pops and wire marks, against VecDeque models: order,
+        // the next packet's serialisation end, the queued / on-wire split, and slot reuse.
+        let mut slab = Slab::default();
+        let mut lists: Vec<Fifo> = (0..3).map(|_| Fifo::default()).collect();
+        let mut models: Vec<std::collections::VecDeque<u64>> = vec![Default::default(); 3];
+        let mut wire = [0usize; 3];
+        let mut x: u64 = 3;
+        let mut peak = 0;
+        for step in 0..30_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let l = ((x >> 20) % 3) as usize;
+            let (f, m) = (&mut lists[l], &mut models[l]);
+            match (x >> 40) % 7 {
+                0..=2 => {
+                    let pkt = Pkt {
+                        seq: step,
+                        ..Pkt::EMPTY
+                    };
+                    f.push_back(&mut slab, pkt, step * 10);
+                    m.push_back(step);
+                }
+                3 | 4 => {
+                    let got = f.pop_front(&mut slab);
+                    match m.pop_front() {
+                        None => assert!(got.is_none()),
+                        Some(seq) => {
+                            let (pkt, on, next) = got.expect("non-empty");
+                            assert_eq!(pkt.seq, seq, "step {step}");
+                            assert_eq!(on, wire[l] > 0);
+                            wire[l] = wire[l].saturating_sub(1);
+                            assert_eq!(next, m.front().map(|s| s * 10));
+                        }
+                    }
+                }
+                5 => {
+                    if wire[l] < m.len() {
+                        assert_eq!(
+                            f.first_queued(&slab).map(|s| s.pkt.seq),
+                            m.get(wire[l]).copied()
+                        );
+                        f.one_on_wire(&slab);
+                        wire[l] += 1;
+                    }
+                }
+                _ => {
+                    assert_eq!(f.all_on_wire(), wire[l] < m.len());
+                    wire[l] = m.len();
+                }
+            }
+            let f = &lists[l];
+            assert_eq!(f.len(), models[l].len());
+            assert_eq!(f.queued() as usize, models[l].len() - wire[l]);
+            assert_eq!(
+                f.front(&slab).map(|s| s.pkt.seq),
+                models[l].front().copied()
+            );
+            peak = peak.max(models.iter().map(|m| m.len()).sum::<usize>());
+        }
+        // Freed slots are taken again: the slab never outgrew the most packets held at once.
+        assert_eq!(slab.slots.len(), peak);
+    }
+}
