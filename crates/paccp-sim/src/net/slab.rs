@@ -40,7 +40,7 @@ impl Slab {
     }
 
     /// A slot holding `pkt` (serialisation end `done`) at the tail of a list.
-    #[inline]
+    #[inline(always)]
     fn alloc(&mut self, pkt: Pkt, done: u64) -> u32 {
         let s = Slot {
             pkt,
@@ -134,7 +134,7 @@ impl Fifo {
     }
 
     /// Appends `pkt`, whose serialisation ends at `done`; it is queued.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_back(&mut self, slab: &mut Slab, pkt: Pkt, done: u64) {
         let i = slab.alloc(pkt, done);
         if self.tail == NONE {
@@ -153,7 +153,7 @@ impl Fifo {
 
     /// Removes the head and frees its slot: the packet, whether it was known to be on the wire, and the
     /// serialisation end of the packet after it, if any.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop_front(&mut self, slab: &mut Slab) -> Option<(Pkt, bool, Option<u64>)> {
         if self.head == NONE {
             return None;
