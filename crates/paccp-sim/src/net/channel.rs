@@ -108,13 +108,12 @@ impl Channel {
             return 0;
         }
         let mut last = 0;
-        while let Some(p) = self.pipe.first_queued(slab) {
-            if p.done > until {
+        while let Some(done) = self.pipe.first_queued_done() {
+            if done > until {
                 break;
             }
-            last = p.done;
-            self.bytes -= p.pkt.size as u64;
-            self.pipe.one_on_wire(slab);
+            last = done;
+            self.bytes -= self.pipe.one_on_wire(slab) as u64;
         }
         last
     }
@@ -138,8 +137,12 @@ impl Channel {
     #[inline]
     pub(crate) fn advance_for(&mut self, now: u64, from: u64, slab: &Slab) {
         self.advance(now.saturating_sub(1), slab);
-        if let Some(p) = self.pipe.first_queued(slab) {
-            if p.done == now && p.done - self.tx_time(p.pkt.size as u64) < from {
+        if self.pipe.first_queued_done() == Some(now) {
+            let size = self
+                .pipe
+                .first_queued(slab)
+                .map_or(0, |p| p.pkt.size as u64);
+            if now - self.tx_time(size) < from {
                 self.advance(now, slab);
             }
         }
@@ -311,16 +314,16 @@ impl Channel {
         }
         // A no-op where the caller brought the queue up to date (to `now`, or as seen from this event).
         self.advance_for(q.now, q.cur_from, slab);
-        if let Some(t) = self.next_departure(slab) {
+        if let Some(t) = self.next_departure() {
             self.wake_pending = true;
             q.schedule(t, Ev::NicRoom { ch });
         }
     }
 
     /// When the next packet leaves the queue (for the NIC's waiters), if any is queued.
-    pub(crate) fn next_departure(&self, slab: &Slab) -> Option<u64> {
-        if let Some(head) = self.pipe.first_queued(slab) {
-            return Some(head.done);
+    pub(crate) fn next_departure(&self) -> Option<u64> {
+        if let Some(done) = self.pipe.first_queued_done() {
+            return Some(done);
         }
         match &self.sched {
             Some(s) if s.len() > 0 && self.wait_at > 0 => Some(self.wait_at),

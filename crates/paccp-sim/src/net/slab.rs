@@ -63,46 +63,49 @@ impl Slab {
     }
 }
 
-/// One channel's packets in FIFO order: the first `on_wire` have finished serialising (they
-/// propagate), the rest (from `queued_first` on) are the queue.
+/// One channel's packets in FIFO order: those before `queued_first` have finished serialising (they
+/// propagate), the rest are the queue.
 #[derive(Debug)]
 pub(crate) struct Fifo {
+    /// The serialisation end of `queued_first` (kept here so that a look at the queue that moves
+    /// nothing to the wire reads no slot).
+    queued_done: u64,
     head: u32,
     tail: u32,
     /// The first packet not known to be on the wire ([`NONE`] if every packet is).
     queued_first: u32,
-    len: u32,
-    on_wire: u32,
+    /// Packets from `queued_first` on.
+    queued: u32,
 }
 
 impl Default for Fifo {
     fn default() -> Self {
         Fifo {
+            queued_done: 0,
             head: NONE,
             tail: NONE,
             queued_first: NONE,
-            len: 0,
-            on_wire: 0,
+            queued: 0,
         }
     }
 }
 
 impl Fifo {
-    /// Packets in the list.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.len as usize
-    }
-
     #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
+        self.head == NONE
     }
 
     /// Packets not known to be on the wire.
     #[inline(always)]
     pub(crate) fn queued(&self) -> u64 {
-        (self.len - self.on_wire) as u64
+        self.queued as u64
+    }
+
+    /// The serialisation end of the first packet not known to be on the wire, if any.
+    #[inline(always)]
+    pub(crate) fn first_queued_done(&self) -> Option<u64> {
+        (self.queued_first != NONE).then_some(self.queued_done)
     }
 
     /// The head (the next packet to reach the far end).
@@ -120,17 +123,20 @@ impl Fifo {
     /// Every packet is on the wire; returns whether any was not known to be.
     #[inline(always)]
     pub(crate) fn all_on_wire(&mut self) -> bool {
-        let moved = self.on_wire < self.len;
-        self.on_wire = self.len;
+        let moved = self.queued > 0;
+        self.queued = 0;
         self.queued_first = NONE;
         moved
     }
 
-    /// The first queued packet is on the wire (there is one).
+    /// The first queued packet is on the wire (there is one); returns its size.
     #[inline(always)]
-    pub(crate) fn one_on_wire(&mut self, slab: &Slab) {
-        self.queued_first = slab.slot(self.queued_first).next;
-        self.on_wire += 1;
+    pub(crate) fn one_on_wire(&mut self, slab: &Slab) -> u16 {
+        let s = slab.slot(self.queued_first);
+        self.queued_first = s.next;
+        self.queued_done = s.next_done;
+        self.queued -= 1;
+        s.pkt.size
     }
 
     /// Appends `pkt`, whose serialisation ends at `done`; it is queued.
@@ -147,8 +153,9 @@ impl Fifo {
         self.tail = i;
         if self.queued_first == NONE {
             self.queued_first = i;
+            self.queued_done = done;
         }
-        self.len += 1;
+        self.queued += 1;
     }
 
     /// Removes the head and frees its slot: the packet, whether it was known to be on the wire, and the
@@ -161,17 +168,17 @@ impl Fifo {
         let i = self.head;
         let s = slab.slot(i);
         let (pkt, next, next_done) = (s.pkt, s.next, s.next_done);
-        let was_on_wire = self.on_wire > 0;
-        if was_on_wire {
-            self.on_wire -= 1;
-        } else {
-            self.queued_first = next; // it was the first queued one
+        // The packets before the first queued one are on the wire.
+        let was_on_wire = self.queued_first != i;
+        if !was_on_wire {
+            self.queued_first = next;
+            self.queued_done = next_done;
+            self.queued -= 1;
         }
         self.head = next;
         if next == NONE {
             self.tail = NONE;
         }
-        self.len -= 1;
         slab.free.push(i);
         Some((pkt, was_on_wire, (next != NONE).then_some(next_done)))
     }
@@ -235,8 +242,10 @@ mod tests {
                 }
             }
             let f = &lists[l];
-            assert_eq!(f.len(), models[l].len());
+            assert_eq!(f.is_empty(), models[l].is_empty());
             assert_eq!(f.queued() as usize, models[l].len() - wire[l]);
+            let first = models[l].get(wire[l]).map(|s| s * 10);
+            assert_eq!(f.first_queued_done(), first, "step {step}");
             assert_eq!(
                 f.front(&slab).map(|s| s.pkt.seq),
                 models[l].front().copied()
