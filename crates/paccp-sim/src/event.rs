@@ -20,8 +20,9 @@ use std::cmp::Ordering;
 /// An event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ev {
-    /// The head packet of channel `ch`'s pipe reaches the far end (one event per packet hop).
-    Hop { ch: u32 },
+    /// The head packet of a channel's pipe, in packet slot `slot`, reaches the far end (one event per
+    /// packet hop; [`crate::net::slab`]).
+    Hop { slot: u32 },
     /// A scheduled queue discipline (strict priority, per-VM, shaper) of channel `ch` may start
     /// serialising its next packet (the previous one ended, or a shaper's bucket refilled).
     TxEnd { ch: u32 },

@@ -12,7 +12,7 @@
 //! and an [`Ev::TxEnd`] at the end of each serialisation (or when a shaper's bucket refills) asks the
 //! discipline for the next packet.
 use super::qdisc::Sched;
-use super::slab::{Fifo, Slab};
+use super::slab::{Fifo, Next, Slab};
 use super::{NetStats, Pkt, QKey};
 use crate::event::{Ev, EventQueue};
 use crate::units::{Bps, Bytes};
@@ -149,17 +149,17 @@ impl Channel {
     }
 
     /// Removes the pipe's head packet, which reaches the far end now (its serialisation has ended);
-    /// returns it and, if another packet follows, that packet's (serialisation end, arrival) times.
+    /// returns it and, if another packet follows, that packet's slot and serialisation end.
     /// The rest of the queue is not advanced (whoever looks at the queue advances it first).
     #[inline]
-    pub(crate) fn pop_head(&mut self, slab: &mut Slab) -> Option<(Pkt, Option<(u64, u64)>)> {
+    pub(crate) fn pop_head(&mut self, slab: &mut Slab) -> Option<(Pkt, Option<Next>)> {
         let (pkt, was_on_wire, next) = self.pipe.pop_front(slab)?;
         if !was_on_wire {
             // Not moved to the wire yet (nothing looked at the queue since its serialisation ended,
             // or zero propagation delay): it leaves the queue part now.
             self.bytes -= pkt.size as u64;
         }
-        Some((pkt, next.map(|done| (done, done + self.delay))))
+        Some((pkt, next))
     }
 
     /// Packets in the queue part of the pipe (the one being serialised included).
@@ -265,9 +265,9 @@ impl Channel {
         self.acc_bytes += size;
         self.max_queue_bytes = self.max_queue_bytes.max(self.bytes);
         let head = self.pipe.is_empty();
-        self.pipe.push_back(slab, pkt, done);
+        let slot = self.pipe.push_back(slab, pkt, done, ch);
         if head {
-            q.schedule_from(done, done + self.delay, Ev::Hop { ch });
+            q.schedule_from(done, done + self.delay, Ev::Hop { slot });
         }
         true
     }
@@ -290,9 +290,9 @@ impl Channel {
                 self.bytes += size;
                 self.acc_bytes += size;
                 let head = self.pipe.is_empty();
-                self.pipe.push_back(slab, pkt, done);
+                let slot = self.pipe.push_back(slab, pkt, done, ch);
                 if head {
-                    q.schedule_from(done, done + self.delay, Ev::Hop { ch });
+                    q.schedule_from(done, done + self.delay, Ev::Hop { slot });
                 }
                 q.schedule(done, Ev::TxEnd { ch });
             }

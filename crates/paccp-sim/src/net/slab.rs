@@ -23,6 +23,8 @@ pub(crate) struct Slot {
     next_done: u64,
     /// The next packet of the same channel ([`NONE`] at the tail).
     next: u32,
+    /// The channel the packet is in (a hop event names the slot of its channel's head).
+    pub(crate) ch: u32,
 }
 
 /// Every packet accepted by a channel and not yet delivered or passed on.
@@ -41,12 +43,13 @@ impl Slab {
 
     /// A slot holding `pkt` (serialisation end `done`) at the tail of a list.
     #[inline(always)]
-    fn alloc(&mut self, pkt: Pkt, done: u64) -> u32 {
+    fn alloc(&mut self, pkt: Pkt, done: u64, ch: u32) -> u32 {
         let s = Slot {
             pkt,
             done,
             next_done: 0,
             next: NONE,
+            ch,
         };
         match self.free.pop() {
             Some(i) => {
@@ -61,6 +64,13 @@ impl Slab {
             }
         }
     }
+}
+
+/// The packet after a list's head: its slot and serialisation end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Next {
+    pub(crate) slot: u32,
+    pub(crate) done: u64,
 }
 
 /// One channel's packets in FIFO order: those before `queued_first` have finished serialising (they
@@ -109,7 +119,7 @@ impl Fifo {
     }
 
     /// The head (the next packet to reach the far end).
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn front<'s>(&self, slab: &'s Slab) -> Option<&'s Slot> {
         (self.head != NONE).then(|| slab.slot(self.head))
     }
@@ -139,10 +149,11 @@ impl Fifo {
         s.pkt.size
     }
 
-    /// Appends `pkt`, whose serialisation ends at `done`; it is queued.
+    /// Appends `pkt`, whose serialisation ends at `done`, to the list of channel `ch`; it is queued.
+    /// Returns its slot.
     #[inline(always)]
-    pub(crate) fn push_back(&mut self, slab: &mut Slab, pkt: Pkt, done: u64) {
-        let i = slab.alloc(pkt, done);
+    pub(crate) fn push_back(&mut self, slab: &mut Slab, pkt: Pkt, done: u64, ch: u32) -> u32 {
+        let i = slab.alloc(pkt, done, ch);
         if self.tail == NONE {
             self.head = i;
         } else {
@@ -156,12 +167,13 @@ impl Fifo {
             self.queued_done = done;
         }
         self.queued += 1;
+        i
     }
 
     /// Removes the head and frees its slot: the packet, whether it was known to be on the wire, and the
-    /// serialisation end of the packet after it, if any.
+    /// slot and serialisation end of the packet after it, if any.
     #[inline(always)]
-    pub(crate) fn pop_front(&mut self, slab: &mut Slab) -> Option<(Pkt, bool, Option<u64>)> {
+    pub(crate) fn pop_front(&mut self, slab: &mut Slab) -> Option<(Pkt, bool, Option<Next>)> {
         if self.head == NONE {
             return None;
         }
@@ -180,7 +192,11 @@ impl Fifo {
             self.tail = NONE;
         }
         slab.free.push(i);
-        Some((pkt, was_on_wire, (next != NONE).then_some(next_done)))
+        let next = (next != NONE).then_some(Next {
+            slot: next,
+            done: next_done,
+        });
+        Some((pkt, was_on_wire, next))
     }
 }
 
@@ -210,7 +226,7 @@ mod tests {
                         seq: step,
                         ..Pkt::EMPTY
                     };
-                    f.push_back(&mut slab, pkt, step * 10);
+                    f.push_back(&mut slab, pkt, step * 10, l as u32);
                     m.push_back(step);
                 }
                 3 | 4 => {
@@ -222,7 +238,8 @@ mod tests {
                             assert_eq!(pkt.seq, seq, "step {step}");
                             assert_eq!(on, wire[l] > 0);
                             wire[l] = wire[l].saturating_sub(1);
-                            assert_eq!(next, m.front().map(|s| s * 10));
+                            let next = next.map(|n| (slab.slot(n.slot).pkt.seq * 10, n.done));
+                            assert_eq!(next, m.front().map(|s| (s * 10, s * 10)));
                         }
                     }
                 }

@@ -13,7 +13,7 @@ use crate::error::{EngineError, Result};
 use crate::event::{Entry, Ev, EventQueue};
 use crate::metrics::{output, OutputParts, Sampler};
 use crate::net::channel::Channel;
-use crate::net::slab::{Slab, Slot};
+use crate::net::slab::Slab;
 use crate::net::{NetStats, Pkt, QKey, ROUTE_END};
 use crate::topo::{Network, Router};
 use crate::transport::{Ctx, Flow, Params};
@@ -86,13 +86,6 @@ pub(crate) fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
-/// [`prefetch`] of a pipe's head packet: its slot is one line, which also holds the next packet's
-/// serialisation end (a hop reads both).
-#[inline(always)]
-fn prefetch_head(p: &Slot) {
-    prefetch(p);
-}
-
 /// Splits the simulation into the flows and the context their handlers see.
 macro_rules! ctx {
     ($s:ident) => {
@@ -148,10 +141,10 @@ impl Simulation {
             // The hot path: a hop whose channel has another packet in its pipe schedules that packet's
             // arrival in place of the event being handled (the same order and sequence numbers as a
             // pop and a push).
-            if let Ev::Hop { ch } = e.ev {
+            if let Ev::Hop { slot } = e.ev {
+                let ch = self.slab.slot(slot).ch;
                 let Some((pkt, next)) = self.channels[ch as usize].pop_head(&mut self.slab) else {
-                    self.q.pop();
-                    continue;
+                    unreachable!("a hop event names the head of a non-empty channel");
                 };
                 // Start fetching the packet's next channel now: the queue work below then overlaps
                 // that cache miss instead of waiting for it in `arrive`.
@@ -161,14 +154,14 @@ impl Simulation {
                     self.channels[to as usize].prefetch_admission();
                 }
                 match next {
-                    Some((done, t)) => {
+                    Some(n) => {
                         self.q.seq += 1;
                         let seq = self.q.seq;
                         self.q.replace_top(Entry {
-                            t,
-                            from: done,
+                            t: n.done + self.channels[ch as usize].delay,
+                            from: n.done,
                             seq,
-                            ev: e.ev,
+                            ev: Ev::Hop { slot: n.slot },
                         });
                     }
                     None => {
@@ -215,51 +208,40 @@ impl Simulation {
     }
 
     /// Starts fetching what the next hops will read while this packet is forwarded (on a large fabric
-    /// a channel and its pipe are rarely in cache), along the current bucket's sorted events: the
-    /// channel of the hop three events ahead, the pipe head of the one two ahead (its channel was
-    /// fetched one event ago), and the next event's pipe head. No effect on results.
+    /// a packet's slot and its channel are rarely in cache), along the current bucket's sorted events:
+    /// the slot of the hop three events ahead (a hop event names it), and the channel of the next one
+    /// (its slot was fetched earlier). No effect on results.
     #[inline(always)]
     fn prefetch_next(&self) {
         if let Some(&Entry {
-            ev: Ev::Hop { ch }, ..
+            ev: Ev::Hop { slot },
+            ..
         }) = self.q.ahead(3)
         {
-            prefetch(&self.channels[ch as usize]);
+            prefetch(self.slab.slot(slot));
         }
         if let Some(&Entry {
-            ev: Ev::Hop { ch }, ..
-        }) = self.q.ahead(2)
-        {
-            if let Some(h) = self.channels[ch as usize].pipe.front(&self.slab) {
-                prefetch_head(h);
-            }
-        }
-        if let Some(&Entry {
-            ev: Ev::Hop { ch }, ..
+            ev: Ev::Hop { slot },
+            ..
         }) = self.q.peek()
         {
-            if let Some(h) = self.channels[ch as usize].pipe.front(&self.slab) {
-                prefetch_head(h);
-            }
+            prefetch(&self.channels[self.slab.slot(slot).ch as usize]);
         }
     }
 
-    /// A new bucket of events became current: start fetching the channels of the next bucket's hops
-    /// and the pipe heads of this bucket's (their channels were fetched one bucket ago), so that by
-    /// the time a hop runs its channel and packet are in cache. No effect on results.
+    /// A new bucket of events became current: start fetching the packet slots of the next bucket's
+    /// hops and the channels of this bucket's (their slots were fetched one bucket ago), so that by the
+    /// time a hop runs its packet and channel are in cache. No effect on results.
     #[inline]
     fn prefetch_bucket(&self) {
         for e in self.q.upcoming(1) {
-            if let Ev::Hop { ch } = e.ev {
-                prefetch(&self.channels[ch as usize]);
+            if let Ev::Hop { slot } = e.ev {
+                prefetch(self.slab.slot(slot));
             }
         }
         for e in self.q.current() {
-            if let Ev::Hop { ch } = e.ev {
-                let c = &self.channels[ch as usize];
-                if let Some(h) = c.pipe.front(&self.slab) {
-                    prefetch_head(h);
-                }
+            if let Ev::Hop { slot } = e.ev {
+                prefetch(&self.channels[self.slab.slot(slot).ch as usize]);
             }
         }
     }
