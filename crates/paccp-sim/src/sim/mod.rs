@@ -235,13 +235,21 @@ impl Simulation {
     #[inline]
     fn prefetch_bucket(&self) {
         for e in self.q.upcoming(1) {
-            if let Ev::Hop { slot } = e.ev {
-                prefetch(self.slab.slot(slot));
+            match e.ev {
+                Ev::Hop { slot } => prefetch(self.slab.slot(slot)),
+                Ev::NicRoom { ch } => prefetch(&self.channels[ch as usize]),
+                _ => {}
             }
         }
         for e in self.q.current() {
-            if let Ev::Hop { slot } = e.ev {
-                prefetch(&self.channels[self.slab.slot(slot).ch as usize]);
+            match e.ev {
+                Ev::Hop { slot } => prefetch(&self.channels[self.slab.slot(slot).ch as usize]),
+                Ev::NicRoom { ch } => {
+                    if let Some(s) = self.channels[ch as usize].pipe.first_queued(&self.slab) {
+                        prefetch(s);
+                    }
+                }
+                _ => {}
             }
         }
     }
