@@ -71,3 +71,8 @@ def test_memory_curve_has_one_positive_latency_per_size_in_order() -> None:
     curve = simbench.memory_curve(kib=(64, 512), loads=20_000)
     assert list(curve) == ["64", "512"]
     assert all(v > 0 for v in curve.values()), curve
+
+
+def test_a_failing_benchmark_subprocess_is_a_one_line_user_error() -> None:
+    with pytest.raises(UserError, match=r"^benchmark nope failed: KeyError: 'nope'$"):
+        simbench._in_subprocess("nope", "benchmark nope")

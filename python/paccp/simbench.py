@@ -257,19 +257,15 @@ def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> N
     memory: dict[str, float] | None = None
     if any(k in GROUPS["scale"] or k in GROUPS["workingset"] for k in keys):
         print("bench: memory latency by working-set size ...", file=sys.stderr, flush=True)
-        memory = memory_curve()
+        # In a subprocess too: a child inherits its parent's peak RSS, and the probe's buffers reach
+        # 128 MiB, which would show in every benchmark's peak_rss_mb.
+        memory = _in_subprocess(MEMORY_CURVE_ARG, "the memory-latency probe")
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
     for r in range(rounds):
         for k in keys:  # rounds interleave the benchmarks, so a change in the machine's load hits all
             where = f" (round {r + 1}/{rounds})" if rounds > 1 else ""
             print(f"bench {k}: {BENCHMARKS[k][0]}{where} ...", file=sys.stderr, flush=True)
-            proc = subprocess.run(
-                [sys.executable, "-m", "paccp.simbench", k], capture_output=True, text=True, check=False
-            )
-            if proc.returncode != 0:
-                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                raise UserError(f"benchmark {k} failed: {tail}")
-            runs[k].append(json.loads(proc.stdout))
+            runs[k].append(_in_subprocess(k, f"benchmark {k}"))
     results = {k: median_figures(v) for k, v in runs.items()}
     doc: dict[str, Any] = {
         "simulator": results,
@@ -296,6 +292,17 @@ def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> N
         write_text_atomic(Path(out), text + "\n")
     if plot:
         plot_cost(results, Path(plot), load_average=doc["load_average"])
+
+
+def _in_subprocess(arg: str, what: str) -> Any:
+    """``python -m paccp.simbench ARG`` in a fresh interpreter (its own peak RSS); its JSON output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "paccp.simbench", arg], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"{what} failed: {tail}")
+    return json.loads(proc.stdout)
 
 
 def plot_cost(results: dict[str, Any], path: Path, load_average: list[float] | None = None) -> None:
@@ -362,5 +369,7 @@ def _cpu_count() -> int | None:
     return os.cpu_count()
 
 
+MEMORY_CURVE_ARG = "--memory-curve"
+
 if __name__ == "__main__":
-    print(json.dumps(run_one(sys.argv[1])))
+    print(json.dumps(memory_curve() if sys.argv[1] == MEMORY_CURVE_ARG else run_one(sys.argv[1])))
