@@ -76,3 +76,10 @@ def test_memory_curve_has_one_positive_latency_per_size_in_order() -> None:
 def test_a_failing_benchmark_subprocess_is_a_one_line_user_error() -> None:
     with pytest.raises(UserError, match=r"^benchmark nope failed: KeyError: 'nope'$"):
         simbench._in_subprocess("nope", "benchmark nope")
+
+
+def test_memory_curve_defaults_to_the_engines_sizes_from_l2_to_past_the_l3() -> None:
+    from paccp.engine import memory_sizes_kib
+
+    sizes = memory_sizes_kib()
+    assert list(sizes) == sorted(sizes) and sizes[0] <= 1024 and sizes[-1] >= 64 * 1024

@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 VERSION: str
 SOURCE_HASH: str
+MEMORY_SIZES_KIB: list[int]
 
 def run_json(scenario_json: str, progress: Callable[[int, int], None] | None = None) -> str:
     """Runs one scenario (docs/engine-contract.md); engine errors raise ValueError."""

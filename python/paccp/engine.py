@@ -164,6 +164,13 @@ def memory_latency_ns(nbytes: int, loads: int) -> float:
     return float(_engine.memory_latency_ns(nbytes, loads))
 
 
+def memory_sizes_kib() -> tuple[int, ...]:
+    """The working-set sizes (KiB) of the memory-latency curve (``paccp_sim::probe::SIZES_KIB``)."""
+    import paccp._engine as _engine
+
+    return tuple(_engine.MEMORY_SIZES_KIB)
+
+
 def run_json(scenario_json: str, progress: ProgressFn | None = None) -> str:
     """Runs the engine on a JSON document; engine errors become :class:`UserError`."""
     import paccp._engine as _engine

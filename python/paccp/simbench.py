@@ -135,13 +135,13 @@ DEFINITIONS = {
     "memory_latency_ns": "mean ns of one dependent load chasing a random cycle through a buffer of the given "
     "KiB, measured once before the benchmarks (the machine's L2 / L3 / DRAM steps; not a simulator figure)",
     "peak_packets_in_flight": "most packets sent and not yet delivered or dropped at any instant (what sets "
-    "the engine's working set: each sits in a channel's pipe, and its channel and flow are touched per hop)",
+    "the engine's working set: each holds a slot of the engine's packet slab, and its channels and flow are "
+    "touched per hop)",
 }
 # The figure `scale_vs_240` compares (least sensitive to other jobs and to the build and output steps).
 SCALE_METRIC = "events_per_loop_cpu_s"
-# Working-set sizes (KiB) of the memory-latency curve recorded with the scale benchmarks, and the loads
-# timed per size (about 1 s in all on a machine whose memory latency is ~150 ns).
-MEMORY_KIB = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072)
+# Loads timed per working-set size of the memory-latency curve (the sizes are the engine's,
+# `paccp_sim::probe::SIZES_KIB`): about 1.5 s in all on a machine whose memory latency is ~150 ns.
 MEMORY_LOADS = 1_000_000
 GROUPS = {
     "scale": ("scale240", "scale1000", "scale2500", "scale10000"),
@@ -206,12 +206,13 @@ def run_one(key: str) -> dict[str, Any]:
     }
 
 
-def memory_curve(kib: tuple[int, ...] = MEMORY_KIB, loads: int = MEMORY_LOADS) -> dict[str, float]:
+def memory_curve(kib: tuple[int, ...] | None = None, loads: int = MEMORY_LOADS) -> dict[str, float]:
     """This machine's memory latency by working-set size: ``{KiB: ns per dependent load}`` (keys are
-    strings, for JSON)."""
-    from paccp.engine import memory_latency_ns
+    strings, for JSON), at the engine's sizes unless ``kib`` is given."""
+    from paccp.engine import memory_latency_ns, memory_sizes_kib
 
-    return {str(k): round(memory_latency_ns(k * 1024, loads), 1) for k in kib}
+    sizes = kib if kib is not None else memory_sizes_kib()
+    return {str(k): round(memory_latency_ns(k * 1024, loads), 1) for k in sizes}
 
 
 def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:

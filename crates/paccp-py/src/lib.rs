@@ -47,6 +47,7 @@ fn memory_latency_ns(py: Python<'_>, bytes: usize, loads: u64) -> f64 {
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", paccp_sim::VERSION)?;
     m.add("SOURCE_HASH", paccp_sim::SOURCE_HASH)?;
+    m.add("MEMORY_SIZES_KIB", paccp_sim::probe::SIZES_KIB.to_vec())?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(memory_latency_ns, m)?)?;
     Ok(())

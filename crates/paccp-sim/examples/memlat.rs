@@ -5,6 +5,8 @@
 //! ```text
 //! cargo run --release -p paccp-sim --example memlat [LOADS_PER_SIZE]
 //! ```
+use std::io::Write;
+
 fn main() {
     let loads: u64 = match std::env::args().nth(1).map(|s| s.parse()) {
         None => 20_000_000,
@@ -14,18 +16,12 @@ fn main() {
             std::process::exit(2);
         }
     };
-    const KIB: [usize; 8] = [
-        256,
-        1 << 10,
-        4 << 10,
-        8 << 10,
-        16 << 10,
-        32 << 10,
-        64 << 10,
-        128 << 10,
-    ];
-    for kib in KIB {
+    let mut out = std::io::stdout().lock();
+    for kib in paccp_sim::probe::SIZES_KIB {
         let ns = paccp_sim::probe::memory_latency_ns(kib * 1024, loads);
-        println!("{{\"kib\": {kib}, \"ns_per_load\": {ns:.1}}}");
+        // A closed pipe (`| head`) ends the probe quietly.
+        if writeln!(out, "{{\"kib\": {kib}, \"ns_per_load\": {ns:.1}}}").is_err() {
+            return;
+        }
     }
 }

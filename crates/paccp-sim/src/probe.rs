@@ -5,6 +5,19 @@
 //! `examples/memlat.rs` prints it.
 use std::time::Instant;
 
+/// The working-set sizes (KiB) of the curve that `examples/memlat.rs` prints and `paccp bench` records:
+/// 256 KiB (in L2) to 128 MiB (far past any L3 share of this project's machines).
+pub const SIZES_KIB: [usize; 8] = [
+    256,
+    1 << 10,
+    4 << 10,
+    8 << 10,
+    16 << 10,
+    32 << 10,
+    64 << 10,
+    128 << 10,
+];
+
 /// Words per 64-byte line.
 const LINE_WORDS: usize = 8;
 

@@ -228,10 +228,10 @@ impl Channel {
     ) -> bool {
         let now = q.now;
         let size = pkt.size as u64;
-        // The pipe's wire mark and `bytes` lag behind (packets whose serialisation has ended may still count as
-        // queued), so they only overstate the queue: if even the lagging queue admits the packet and
-        // does not raise `max_queue_bytes`, the exact one does the same, and the queue's head packet
-        // (rarely in cache on a large fabric) need not be read.
+        // The pipe's wire mark and `bytes` lag behind (packets whose serialisation has ended may still
+        // count as queued), so they only overstate the queue: if even the lagging queue admits the
+        // packet and does not raise `max_queue_bytes`, the exact one does the same, and the queue's
+        // head packet (rarely in cache on a large fabric) need not be read.
         let lagging_ok = self.sched.is_none()
             && (self.lossless
                 || (self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes))
