@@ -352,6 +352,7 @@ mod tests {
             vm: QKey::NO_VM,
         };
         let mut accepted: Vec<(u64, u64)> = Vec::new(); // (serialisation end, size)
+        let mut arrived = 0; // accepted packets that have reached the far end
         let (mut busy, mut peak, mut now, mut x) = (0u64, 0u64, 0u64, 9u64);
         let mut next = || {
             x = x
@@ -363,8 +364,9 @@ mod tests {
             now += next() % 14_000_000;
             q.now = now;
             q.cur_from = now;
-            while c.pipe.front(&slab).is_some_and(|h| h.done + c.delay <= now) {
+            while accepted.get(arrived).is_some_and(|a| a.0 + c.delay <= now) {
                 c.pop_head(&mut slab);
+                arrived += 1;
             }
             let size = if next() % 3 == 0 { 40 } else { 1500 };
             let (n, bytes) = accepted

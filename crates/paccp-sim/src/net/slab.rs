@@ -5,8 +5,9 @@
 //! enters one, so a packet forwarded at a hop is written into the line it was just read from, and the
 //! slab's footprint is the packets in flight, not the largest burst each channel ever held (per-channel
 //! ring buffers grow to that and cycle through all of it: 49 MB of rings for 14 MB of packets on a
-//! 10,000-host fabric). A slot also carries the serialisation end of the packet after it in its
-//! channel, so a hop that schedules the next packet's arrival reads one slot, not two.
+//! 10,000-host fabric). A slot carries the serialisation end of the packet after it in its channel
+//! (a packet's own is in the slot before it, or in the channel for its first queued packet), so a hop
+//! that schedules the next packet's arrival reads one slot, not two.
 use super::Pkt;
 
 /// No slot (ends a list).
@@ -17,9 +18,7 @@ const NONE: u32 = u32::MAX;
 #[repr(C, align(64))]
 pub(crate) struct Slot {
     pub(crate) pkt: Pkt,
-    /// When its serialisation ends.
-    pub(crate) done: u64,
-    /// The `done` of the next packet of the same channel (valid if `next` is a slot).
+    /// When the serialisation of the next packet of the same channel ends (valid if `next` is a slot).
     next_done: u64,
     /// The next packet of the same channel ([`NONE`] at the tail).
     next: u32,
@@ -41,12 +40,11 @@ impl Slab {
         &self.slots[i as usize]
     }
 
-    /// A slot holding `pkt` (serialisation end `done`) at the tail of a list.
+    /// A slot holding `pkt` at the tail of a list.
     #[inline(always)]
-    fn alloc(&mut self, pkt: Pkt, done: u64, ch: u32) -> u32 {
+    fn alloc(&mut self, pkt: Pkt, ch: u32) -> u32 {
         let s = Slot {
             pkt,
-            done,
             next_done: 0,
             next: NONE,
             ch,
@@ -153,7 +151,7 @@ impl Fifo {
     /// Returns its slot.
     #[inline(always)]
     pub(crate) fn push_back(&mut self, slab: &mut Slab, pkt: Pkt, done: u64, ch: u32) -> u32 {
-        let i = slab.alloc(pkt, done, ch);
+        let i = slab.alloc(pkt, ch);
         if self.tail == NONE {
             self.head = i;
         } else {
