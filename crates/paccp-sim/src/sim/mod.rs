@@ -163,13 +163,6 @@ impl Simulation {
                 let Some((pkt, next)) = self.channels[ch as usize].pop_head(&mut self.slab) else {
                     unreachable!("a hop event names the head of a non-empty channel");
                 };
-                // Start fetching the packet's next channel now: the queue work below then overlaps
-                // that cache miss instead of waiting for it in `arrive`.
-                let to = self.routes[pkt.pos as usize + 1];
-                if to != ROUTE_END {
-                    // Both lines admission reads (the hop line and the admission line).
-                    self.channels[to as usize].prefetch_admission();
-                }
                 match next {
                     Some(n) => {
                         self.q.seq += 1;
