@@ -792,7 +792,7 @@ def check_softbw_host(cfg: SoftBWCfg, host: str, sold_bps: float, port_bps: floa
 
 def _fmt_validation(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    tags = {"leaf_spine", "dumbbell", "explicit", "by_vm", "mix", "mptcp_bgwc", "elasticswitch"}
+    tags = {"leaf_spine", "dumbbell", "explicit", "by_vm", "mix", "mptcp_bgwc", "elasticswitch", "paccp_host"}
     parts: list[str] = []
     loc = list(err.get("loc", ()))
     for i, p in enumerate(loc):
@@ -1081,6 +1081,7 @@ def to_toml(obj: dict[str, Any], header: str = "") -> str:
 
 from paccp.schemes.elasticswitch import ElasticSwitch  # noqa: E402
 from paccp.schemes.mptcp_bgwc import MptcpBgwc  # noqa: E402
+from paccp.schemes.paccp_host import PaccpHost  # noqa: E402
 
-SchemeCfg = Annotated[MptcpBgwc | ElasticSwitch, Field(discriminator="kind")]
+SchemeCfg = Annotated[MptcpBgwc | ElasticSwitch | PaccpHost, Field(discriminator="kind")]
 Scenario.model_rebuild()

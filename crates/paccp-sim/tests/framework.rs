@@ -201,7 +201,7 @@ fn per_vm_round_robin_at_the_host_is_fair_between_vms() {
     s["queues"]["host"]["selector"] = json!({"kind": "no_such_selector"});
     assert_eq!(
         run_err(&s),
-        "queues.host.selector.kind: unknown selector 'no_such_selector' (known: round_robin, softbw, elasticswitch)"
+        "queues.host.selector.kind: unknown selector 'no_such_selector' (known: round_robin, softbw, elasticswitch, paccp_host)"
     );
 }
 

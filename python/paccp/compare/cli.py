@@ -8,7 +8,7 @@ import typer
 
 from paccp.errors import UserError
 
-DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp"
+DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp,paccp-host"
 
 
 def compare(

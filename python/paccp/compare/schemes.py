@@ -24,6 +24,8 @@ scheme          parameters from (G, W)                              price per VM
                 (G = 0: the host port / its VMs, as SoftBW's
                 fair kind); W has no counterpart; Reno
 ``tcp``         nothing: Reno, every flow alone                     ``[vbp]`` P0: plain TCP can only sell BE
+``paccp-host``  VM pair (theta, omega) = (G, W) enforced by its    ``[vbp]``: P0 + P1 (W-1) + P2 G, as
+                host (:mod:`paccp.compare.host_scheme`); Reno      ``paccp-vbp`` (the same pair)
 ==============  ==================================================  =========================================
 
 Adding a scheme is one :class:`Scheme` entry in ``SCHEMES``.
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from paccp.compare import host_scheme as _host
 from paccp.compare.setup import Setup, SetupVm
 from paccp.compare.spec import Purchase
 from paccp.cos import classify
@@ -319,6 +322,11 @@ SCHEMES: dict[str, Scheme] = {
             ratelimit_price,
         ),
         Scheme("tcp", "plain TCP Reno", tcp_build, tcp_params, tcp_price),
+        Scheme("paccp-host", "PACCP enforced at the host", _host.build_with(), _host.params, _host.price),
+        *(
+            Scheme(f"paccp-host-{n}", f"ablation {n}", _host.build_with(**sw), _host.params, _host.price)
+            for n, sw in _host.ABLATIONS.items()
+        ),
     )
 }
 

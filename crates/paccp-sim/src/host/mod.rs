@@ -9,6 +9,7 @@
 //! `parse` function, plus one line in [`builtin_selectors`] (or [`crate::Registry::register_selector`]
 //! from outside the crate, wrapped in [`AnySelector::Custom`]).
 pub mod elasticswitch;
+pub mod paccp_host;
 pub mod shaper;
 pub mod softbw;
 
@@ -127,6 +128,7 @@ pub fn builtin_selectors() -> Vec<(&'static str, SelectorParser)> {
         ("round_robin", parse_round_robin),
         ("softbw", softbw::parse),
         ("elasticswitch", elasticswitch::parse),
+        ("paccp_host", paccp_host::parse),
     ]
 }
 

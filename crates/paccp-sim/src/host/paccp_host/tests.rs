@@ -1,0 +1,254 @@
+//! Unit tests of the host-enforced PACCP selector: the allocator alone, then a 1 Gb/s port.
+use super::*;
+use crate::config::BufCfg;
+use crate::host::PerVm;
+use crate::net::qdisc::tests::pkt;
+use crate::net::qdisc::Pop;
+use serde_json::json;
+
+fn pairs(v: &[(f64, f64)]) -> Vec<Pair> {
+    v.iter()
+        .map(|&(t, o)| Pair {
+            theta_bps: t,
+            omega: o,
+        })
+        .collect()
+}
+
+fn close(got: &[f64], want: &[f64], tol: f64) -> bool {
+    got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() <= tol)
+}
+
+#[test]
+fn water_filling_matches_the_papers_examples() {
+    // SPEC section 5: 40 Gb/s, 4 BE (0,1), 2 DS (0,2), 2 MRG (2 Gb/s, 1): 4 / 8 / 4 Gb/s
+    let mut v = vec![(0.0, 1.0); 4];
+    v.extend([(0.0, 2.0); 2]);
+    v.extend([(2e9, 1.0); 2]);
+    let x = water_fill(40e9, &pairs(&v));
+    let want: Vec<f64> = [4e9; 4]
+        .into_iter()
+        .chain([8e9; 2])
+        .chain([4e9; 2])
+        .collect();
+    assert!(close(&x, &want, 1.0), "{x:?}");
+    // with MRG (7 Gb/s, 2): 3.25 / 6.5 / 7, the MRG pinned at theta
+    let mut v = vec![(0.0, 1.0); 4];
+    v.extend([(0.0, 2.0); 2]);
+    v.extend([(7e9, 2.0); 2]);
+    let x = water_fill(40e9, &pairs(&v));
+    let want: Vec<f64> = [3.25e9; 4]
+        .into_iter()
+        .chain([6.5e9; 2])
+        .chain([7e9; 2])
+        .collect();
+    assert!(close(&x, &want, 1.0), "{x:?}");
+}
+
+#[test]
+fn over_committed_guarantees_are_scaled_by_one_factor() {
+    // gold (700, 2), silver (300, 1) twice on 1 Gb/s: 2 Gb/s sold, everyone gets half its guarantee
+    let v = pairs(&[
+        (700e6, 2.0),
+        (300e6, 1.0),
+        (700e6, 2.0),
+        (300e6, 1.0),
+        (0.0, 1.0),
+    ]);
+    let x = water_fill(1e9, &v);
+    assert!(close(&x, &[350e6, 150e6, 350e6, 150e6, 0.0], 1.0), "{x:?}");
+    // exactly feasible: gold and silver at their guarantees, the sum is the port
+    let x = water_fill(1e9, &pairs(&[(700e6, 2.0), (300e6, 1.0)]));
+    assert!(close(&x, &[700e6, 300e6], 1.0), "{x:?}");
+    // a guarantee below the weighted share is not binding: (100, 1) vs (0, 1) is an even split
+    let x = water_fill(1e9, &pairs(&[(100e6, 1.0), (0.0, 1.0)]));
+    assert!(close(&x, &[500e6, 500e6], 1.0), "{x:?}");
+    for v in [
+        pairs(&[(450e6, 1.0); 3]),
+        pairs(&[(900e6, 4.0), (50e6, 1.0), (0.0, 3.0)]),
+    ] {
+        let x = water_fill(1e9, &v);
+        assert!((x.iter().sum::<f64>() - 1e9).abs() < 1.0, "{x:?}");
+    }
+}
+
+fn cfg(vms: &[(u64, f64)], per_vm: bool, alloc: &str) -> Value {
+    let mut m = serde_json::Map::new();
+    for (i, (t, o)) in vms.iter().enumerate() {
+        m.insert(
+            format!("vm{i}"),
+            json!({"theta_bps": t, "omega": o, "port_bps": 1_000_000_000u64}),
+        );
+    }
+    json!({"kind": "paccp_host", "vms": m, "alloc": alloc, "per_vm": per_vm,
+           "hold_ns": 1_000_000u64, "resolve_ns": 1_000_000u64})
+}
+
+/// Serves a 1 Gb/s port for 200 ms. VM i has `flows[i]` flows; `cap[i]` packets per ms at most are
+/// offered by it (0: backlogged). Returns each VM's rate in Mb/s over the last 150 ms.
+fn port(cfg: &Value, flows: &[u32], cap: &[u64]) -> Vec<f64> {
+    let n = flows.len();
+    let maker = parse(cfg, &crate::host::softbw::tests::vms(n)).expect("valid config");
+    let mut port = PerVm::new(BufCfg::Packets(1000), maker(0));
+    let tx_ps = 12_000_000u64; // 1500 B at 1 Gb/s
+    let flow_base: Vec<u32> = flows
+        .iter()
+        .scan(0u32, |s, k| {
+            let b = *s;
+            *s += k;
+            Some(b)
+        })
+        .collect();
+    let vm_of = |f: u32| (0..n).rev().find(|&i| flow_base[i] <= f).expect("a VM") as u32;
+    let mut sent = vec![0u64; n];
+    let mut seq = vec![0u64; flows.iter().sum::<u32>() as usize];
+    let mut push = |port: &mut PerVm, f: u32| {
+        let mut p = pkt(f, 0, 1500);
+        p.seq = seq[f as usize];
+        seq[f as usize] += 1;
+        port.push(p, key(vm_of(f)));
+    };
+    for (i, k) in flows.iter().enumerate() {
+        for f in 0..*k {
+            for _ in 0..(10 / k).max(1) {
+                push(&mut port, flow_base[i] + f);
+            }
+        }
+    }
+    let mut now = 0u64;
+    let mut ms = 0u64;
+    let mut offered = vec![0u64; n];
+    while now < 200_000_000_000 {
+        if now / 1_000_000_000 != ms {
+            ms = now / 1_000_000_000;
+            offered = vec![0; n];
+            for (i, c) in cap.iter().enumerate() {
+                if *c > 0 {
+                    // a demand-limited VM: its packets of the new millisecond arrive now
+                    for j in 0..*c {
+                        push(&mut port, flow_base[i] + (j as u32 % flows[i]));
+                    }
+                }
+            }
+        }
+        match port.pop(now) {
+            Pop::Packet(p) => {
+                now += tx_ps;
+                let vm = vm_of(p.flow) as usize;
+                if now > 50_000_000_000 {
+                    sent[vm] += 1500 * 8;
+                }
+                offered[vm] += 1;
+                if cap[vm] == 0 {
+                    push(&mut port, p.flow);
+                }
+            }
+            Pop::Empty if cap.iter().any(|c| *c > 0) => now += tx_ps,
+            other => panic!("work conserving, got {other:?}"),
+        }
+    }
+    sent.iter().map(|b| *b as f64 / 0.15 / 1e6).collect()
+}
+
+#[test]
+fn the_port_delivers_the_optimum_among_backlogged_vms() {
+    let gs = [(700_000_000u64, 2.0), (300_000_000, 1.0)];
+    let r = port(&cfg(&gs, true, "optimum"), &[1, 4], &[0, 0]);
+    assert!(close(&r, &[700.0, 300.0], 3.0), "{r:?}");
+    // 2x over-committed: each at half its guarantee
+    let gs4 = [gs[0], gs[1], gs[0], gs[1]];
+    let r = port(&cfg(&gs4, true, "optimum"), &[1, 4, 2, 8], &[0; 4]);
+    assert!(close(&r, &[350.0, 150.0, 350.0, 150.0], 3.0), "{r:?}");
+    // no guarantees: shares in proportion to omega
+    let r = port(
+        &cfg(&[(0, 1.0), (0, 3.0)], true, "optimum"),
+        &[1, 1],
+        &[0, 0],
+    );
+    assert!(close(&r, &[250.0, 750.0], 3.0), "{r:?}");
+    // ablation: equal weights ignore the purchase
+    let r = port(&cfg(&gs, true, "equal"), &[1, 1], &[0, 0]);
+    assert!(close(&r, &[500.0, 500.0], 3.0), "{r:?}");
+}
+
+#[test]
+fn flows_of_one_vm_share_its_rate() {
+    let be = [(0u64, 1.0), (0, 1.0)];
+    let one = port(&cfg(&be, true, "optimum"), &[1, 1], &[0, 0]);
+    let many = port(&cfg(&be, true, "optimum"), &[16, 1], &[0, 0]);
+    assert!(close(&one, &[500.0, 500.0], 3.0), "{one:?}");
+    assert!(
+        close(&many, &[500.0, 500.0], 3.0),
+        "16 flows gain nothing: {many:?}"
+    );
+    // ablation: a queue per flow, each with the VM's weight, hands the 16-flow VM 16/17
+    let split = port(&cfg(&be, false, "optimum"), &[16, 1], &[0, 0]);
+    assert!(close(&split, &[941.2, 58.8], 3.0), "{split:?}");
+}
+
+#[test]
+fn the_port_is_work_conserving() {
+    // gold (700, 2) offers only ~250 Mb/s (21 packets per ms): silver takes the rest of the port
+    let gs = [(700_000_000u64, 2.0), (300_000_000, 1.0)];
+    let r = port(&cfg(&gs, true, "optimum"), &[1, 1], &[21, 0]);
+    assert!(close(&r, &[252.0, 748.0], 3.0), "{r:?}");
+    assert!((r.iter().sum::<f64>() - 1000.0).abs() < 2.0, "{r:?}");
+}
+
+#[test]
+fn remote_losses_are_told_from_local_drops() {
+    let maker = parse(
+        &cfg(&[(0, 1.0)], true, "optimum"),
+        &crate::host::softbw::tests::vms(1),
+    );
+    let AnySelector::Custom(_) = maker.expect("valid")(0) else {
+        panic!("host 0 has a listed VM");
+    };
+    let mut h = PaccpHost {
+        p: Params {
+            alloc: Alloc::Optimum,
+            per_vm: true,
+            hold_ps: 1,
+            resolve_ps: 1,
+            fabric: None,
+        },
+        port_bps: 1e9,
+        purchases: Rc::new(BTreeMap::new()),
+        vms: BTreeMap::new(),
+        tags: Vec::new(),
+        vtime: 0.0,
+        solved: Vec::new(),
+        next_solve: 0,
+        next_tick: 0,
+        flows: BTreeMap::new(),
+        serving: None,
+    };
+    let seg = |s: u64| {
+        let mut p = pkt(0, 0, 1500);
+        p.seq = s;
+        p
+    };
+    // 0..4 leave, 5 and 6 are dropped at the host, 7 leaves
+    for s in [0, 1, 2, 3, 4, 7] {
+        assert!(!h.remote_loss(&seg(s)));
+    }
+    assert!(!h.remote_loss(&seg(5)), "dropped here: not a remote loss");
+    assert!(h.remote_loss(&seg(2)), "left the host: lost beyond it");
+    assert!(!h.remote_loss(&seg(6)));
+    assert!(h.remote_loss(&seg(6)), "re-sent twice: the first one left");
+}
+
+#[test]
+fn bad_config_is_an_error() {
+    let vms = crate::host::softbw::tests::vms(1);
+    let mut c = cfg(&[(0, 1.0)], true, "optimum");
+    c["vms"]["nope"] = json!({"theta_bps": 0, "omega": 1.0, "port_bps": 1});
+    assert!(parse(&c, &vms).is_err());
+    let mut c = cfg(&[(0, 0.0)], true, "optimum");
+    assert!(parse(&c, &vms).is_err());
+    c = cfg(&[(0, 1.0)], true, "fair");
+    assert!(parse(&c, &vms).is_err());
+    c = cfg(&[(0, 1.0)], true, "optimum");
+    c["fabric"] = json!({"interval_ns": 0, "idle_ns": 1, "rcos": 3.0, "mss_bytes": 1500, "burst_bytes": 3000});
+    assert!(parse(&c, &vms).is_err());
+}
