@@ -28,6 +28,8 @@ Scores of one run (:func:`score_run`), all after the warm-up:
   reference pays nothing);
 - **shuffle** (MapReduce points): each job's shuffle time (its last flow's finish - its submission), mean
   per job class of :mod:`paccp.mapreduce` (jobs of every class, all their VMs);
+- **distance to the optimum**: :mod:`paccp.compare.distance` (share of backlogged VM-windows within 10 %
+  of the VM's share in the optimum of that window, median relative error);
 - **gaming** (gaming runs): the gamer VM's mean rate after the warm-up with k flows, divided by what a VM
   gets on average when every VM has one flow (k = 1, same seed): the mean over the VMs, not the gamer's
   own k = 1 rate, which Reno's unfairness between single flows makes noisy.
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from paccp.compare.distance import conn_backlog, distance_to_optimum
 from paccp.rundir import size_class
 
 if TYPE_CHECKING:
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
 
 #: Version of what :func:`evaluate` returns: part of the cache directory (``DIR/cache-m<N>``), so results
 #: measured by an older version are never reused.
-MEASURE_VERSION = 3
+MEASURE_VERSION = 4
 FAIL_TOLERANCE = 0.95
 UNBOUNDED = 1e15  # backlog of a long-lived connection (bytes)
 
@@ -108,6 +111,7 @@ def evaluate(point: Point) -> dict[str, Any]:
     backlog: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
     starts = np.arange(n_win, dtype=np.int64) * w
     conn_rows = []
+    conn_back: dict[str, Any] = {}
     for cid, c in conns.items():
         vm = c["vm"]
         got[vm] += c["acked"]
@@ -119,6 +123,7 @@ def evaluate(point: Point) -> dict[str, Any]:
             before = np.concatenate([[0], np.cumsum(c["acked"])[:-1]]) if n_win else np.zeros(0)
             rem = np.maximum(0.0, c["size"] - before)
         backlog[vm] += np.where(whole, rem, 0.0)
+        conn_back[cid] = [vm, conn_backlog(whole, rem)]
         if c["size"] is not None:
             fct = (finish - c["start"]) if finish is not None else None
             conn_rows.append([vm, int(c["size"]), int(c["start"]), fct, cid])
@@ -136,6 +141,7 @@ def evaluate(point: Point) -> dict[str, Any]:
         "hosts": sorted(host_set),
         "vms": {vm: {"got": got[vm].tolist(), "backlog": backlog[vm].tolist()} for vm in sorted(got)},
         "conns": conn_rows,
+        "conn_backlog": conn_back,
         "channels": channels,
         "wall_s": round(wall, 3),
     }
@@ -279,6 +285,7 @@ def score_run(
         "fail_share": (sum(m["fail"] for m in fails) / sum(m["demand"] for m in fails)) if fails else None,
         "utilisation": _utilisation(raw, scored, {v.host for v in setup.vms}),
         "shuffle": _shuffle(raw, setup),
+        "distance": distance_to_optimum(raw, setup),
     }
 
 

@@ -212,6 +212,8 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
         "utilisation_max": mc([r["utilisation"]["max"] for r in runs]),
         "reference_class": runs[0]["reference_class"],
         "shuffle": _shuffle(runs),
+        "distance_within": mc([r["distance"]["within"] for r in runs]),
+        "distance_median_err": mc([r["distance"]["median_err"] for r in runs]),
         "classes": {},
         "per_vm": {},
     }
@@ -234,6 +236,9 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
                 "consistency",
             )
         }
+        dist = [r["distance"]["classes"].get(c, {}) for r in runs]
+        cls["distance_within"] = mc([d.get("within") for d in dist])
+        cls["distance_median_err"] = mc([d.get("median_err") for d in dist])
         cls["vms"] = rows[0]["vms"]
         cls["demand_windows"] = sum(r["demand_windows"] for r in rows)
         cls["feasible_windows"] = sum(r["feasible_windows"] for r in rows)

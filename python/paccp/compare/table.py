@@ -21,7 +21,7 @@ def score_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[st
     guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
     header = ["scheme"]
     header += [f"fail {c} % (feasible)" for c in guaranteed]
-    header += ["util %"]
+    header += ["util %", "opt. within 10 % (%)", "opt. median err %"]
     header += [f"spare {c}" for c in classes]
     header += [f"got {c} Mb/s" for c in classes]
     header += [f"paid {c}/h" for c in classes]
@@ -41,6 +41,8 @@ def score_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[st
             for c in guaranteed
         ]
         row += [_pm(r["utilisation"], "{:.1f}", 100)]
+        row += [_pm(r.get("distance_within"), "{:.0f}", 100)]
+        row += [_pm(r.get("distance_median_err"), "{:.0f}", 100)]
         row += [_pm(cl.get(c, {}).get("spare_vs_target")) for c in classes]
         row += [_pm(cl.get(c, {}).get("got_bps"), "{:.0f}", 1e-6) for c in classes]
         row += [_pm(cl.get(c, {}).get("paid_per_hour"), "{:.3f}") for c in classes]

@@ -1,0 +1,215 @@
+"""Distance to the optimum (issue 25): per window, each backlogged VM's rate against its share in PACCP's
+optimum of the VMs backlogged in that window.
+
+The reference of window k (:func:`window_problem`):
+
+- **flows**: the connections open during the whole window with bytes still to send (the backlog of
+  :func:`paccp.compare.measure.evaluate`); a VM's pair (G, W) is split equally over its backlogged
+  connections (VBP form: theta = G / n, omega = W / n), so a VM's share does not grow with its flows;
+- **links** (payload rates: capacity x (MTU - header) / MTU): the source host's NIC, the destination
+  host's link in, and, where the two hosts hang off different switches that have switch-to-switch links,
+  the source switch's uplinks and the destination switch's downlinks, each pooled into one link (perfect
+  load balancing; deeper tiers of a Clos are not modelled); plus, for a connection with a finite rest,
+  a private link of rest / window (it cannot use more);
+- **over-commitment** (the issue's rule 4): where the guarantees on a link exceed its capacity, every
+  guarantee on it is scaled by one factor (a flow's by the smallest factor of its links); the flows
+  without a guarantee on a link the scaled guarantees then fill get share 0.
+
+The VM's share is the sum of its connections' rates (:func:`paccp.optimum.solve`). Its relative error
+in the window is |got - share| / max(share, 1 % of its host's NIC) (the floor keeps a share of 0 finite);
+**within 10 %** when that is <= 0.1. Per run: the share of (VM, window) pairs within 10 % and the median
+relative error, overall and per class.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from paccp.errors import UserError
+from paccp.optimum import Flow, Problem, solve
+
+if TYPE_CHECKING:
+    from paccp.compare.setup import Setup
+
+WITHIN = 0.10
+FLOOR_OF_PORT = 0.01
+UNBOUNDED = 1e15
+EXACT_MAX = 60  # flows of a window solved exactly; larger windows by the dual iteration
+
+
+def conn_backlog(whole: np.ndarray, rem: np.ndarray) -> list[Any]:
+    """Sparse form kept by :func:`paccp.compare.measure.evaluate`: [[window, rest bytes], ...] of the
+    windows a connection was open throughout with bytes to send (rest None: unbounded)."""
+    out: list[Any] = []
+    for k in np.flatnonzero(whole & (rem > 0)):
+        r = float(rem[k])
+        out.append([int(k), None if r >= UNBOUNDED else r])
+    return out
+
+
+class _Net:
+    """Link capacities (payload bit/s) and routes from the run's channels."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        pf = (raw["mtu"] - raw["header"]) / raw["mtu"]
+        hosts = set(raw["hosts"])
+        self.cap: dict[str, float] = defaultdict(float)
+        self.switch: dict[str, str] = {}
+        fabric_up: set[str] = set()
+        for a, b, rate, _tx in raw["channels"]:
+            if a in hosts:
+                self.cap[f"up:{a}"] += rate * pf
+                self.switch[a] = b
+            elif b in hosts:
+                self.cap[f"down:{b}"] += rate * pf
+            else:
+                self.cap[f"fup:{a}"] += rate * pf
+                self.cap[f"fdown:{b}"] += rate * pf
+                fabric_up.add(a)
+        self.fabric = fabric_up
+
+    def route(self, src: str, dst: str) -> tuple[str, ...]:
+        r = [f"up:{src}", f"down:{dst}"]
+        s, d = self.switch.get(src), self.switch.get(dst)
+        if s is not None and d is not None and s != d and s in self.fabric:
+            r[1:1] = [f"fup:{s}", f"fdown:{d}"]
+        return tuple(r)
+
+
+Conn = tuple[str, str, str, str, float | None]
+
+
+def window_problem(
+    net: _Net, conns: list[Conn], pair: dict[str, tuple[float, float]], w_s: float
+) -> tuple[Problem | None, dict[str, str]]:
+    """The problem of one window: conns are (id, vm, src, dst, rest bytes or None). Returns the problem
+    (None when every flow got share 0) and the VM of each flow id (flows with share 0 left out)."""
+    n_of: dict[str, int] = defaultdict(int)
+    for _c, vm, *_ in conns:
+        n_of[vm] += 1
+    links: dict[str, float] = {}
+    flows: list[Flow] = []
+    for cid, vm, src, dst, rest in conns:
+        g, wt = pair[vm]
+        route = net.route(src, dst)
+        for ln in route:
+            links[ln] = net.cap[ln]
+        theta = g / n_of[vm]
+        if rest is not None:
+            cap = max(rest * 8 / w_s, 1.0)
+            links[f"dem:{cid}"] = cap
+            route = (*route, f"dem:{cid}")
+            theta = min(theta, cap)
+        flows.append(Flow(cid, route, theta, wt / n_of[vm]))
+    # rule 4: scale the guarantees of over-committed links by one factor each
+    factor: dict[str, float] = {}
+    for ln, cap in links.items():
+        tot = sum(f.theta_bps for f in flows if ln in f.route)
+        factor[ln] = min(1.0, cap / tot) if tot > 0 else 1.0
+    flows = [
+        Flow(f.id, f.route, f.theta_bps * min(factor[ln] for ln in f.route), f.omega) if f.theta_bps else f
+        for f in flows
+    ]
+    full = {
+        ln
+        for ln, cap in links.items()
+        if sum(f.theta_bps for f in flows if ln in f.route) >= cap * (1 - 1e-9)
+    }
+    kept = [f for f in flows if f.theta_bps > 0 or not (set(f.route) & full)]
+    vm_of = {cid: vm for cid, vm, *_ in conns}
+    if not kept:
+        return None, {}
+    used = {ln for f in kept for ln in f.route}
+    return Problem({ln: links[ln] for ln in used}, tuple(kept)), {f.id: vm_of[f.id] for f in kept}
+
+
+def distance_to_optimum(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
+    """Share of (backlogged VM, window) pairs within 10 % of the optimum share, and the median relative
+    error, overall and per class (module docstring)."""
+    cb = raw.get("conn_backlog")
+    if cb is None:
+        return {"within": None, "median_err": None, "samples": 0, "classes": {}}
+    w = raw["window_ns"]
+    w_s = w / 1e9
+    k0 = int(-(-raw["warmup_ns"] // w))
+    last = raw["duration_ns"] // w
+    net = _Net(raw)
+    pf = (raw["mtu"] - raw["header"]) / raw["mtu"]
+    pair = {v.id: (v.purchase.guarantee * pf, float(v.purchase.weight)) for v in setup.vms}
+    cls = {v.id: v.purchase.name for v in setup.vms}
+    host = {v.id: v.host for v in setup.vms}
+    ends: dict[str, tuple[str, str]] = {}
+    for f in setup.flows:
+        ends[str(f["id"])] = (f.get("src") or host[f["vm"]], f["dst"])
+    per_win: dict[int, list[Conn]] = defaultdict(list)
+    for cid, (vm, rows) in cb.items():
+        if cid not in ends or vm not in pair:
+            continue
+        for k, rest in rows:
+            if k0 <= k < last:
+                per_win[k].append((cid, vm, *ends[cid], rest))
+    errs: dict[str, list[float]] = defaultdict(list)
+    for k in sorted(per_win):
+        conns = per_win[k]
+        prob, vm_of = window_problem(net, conns, pair, w_s)
+        share: dict[str, float] = {vm: 0.0 for _c, vm, *_ in conns}
+        if prob is not None:
+            rates = _rates(prob)
+            if rates is None:
+                continue  # an ill-posed window (reported as fewer samples)
+            for fid, x in rates.items():
+                share[vm_of[fid]] += x
+        for vm, x in share.items():
+            got = raw["vms"][vm]["got"][k] * 8 / w_s
+            floor = FLOOR_OF_PORT * net.cap.get(f"up:{host[vm]}", 0.0)
+            errs[cls[vm]].append(abs(got - x) / max(x, floor, 1.0))
+    return _summary(errs)
+
+
+def _rates(prob: Problem) -> dict[str, float] | None:
+    """The optimum's rates: exact (:func:`paccp.optimum.solve`) up to EXACT_MAX flows, else
+    :func:`dual_rates` (the exact solver's dense Newton steps take minutes on a shuffle's windows)."""
+    if len(prob.flows) <= EXACT_MAX:
+        try:
+            return solve(prob).rates_bps
+        except UserError:
+            return None
+    return dual_rates(prob)
+
+
+def dual_rates(prob: Problem, iters: int = 4000) -> dict[str, float]:
+    """The same optimum by its dual: link prices p_l, x_i = max(theta_i, omega_i / sum of p_l on i's
+    route), each price moved multiplicatively by its link's relative excess (to ~0.1 % here)."""
+    from scipy import sparse
+
+    names = sorted(prob.links)
+    idx = {ln: k for k, ln in enumerate(names)}
+    rows = [idx[ln] for f in prob.flows for ln in f.route]
+    cols = [i for i, f in enumerate(prob.flows) for _ln in f.route]
+    a = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(names), len(prob.flows)))
+    at = a.T.tocsr()
+    cap = np.array([prob.links[ln] for ln in names])
+    w = np.array([f.omega for f in prob.flows])
+    theta = np.array([f.theta_bps for f in prob.flows])
+    p = (a @ w) / cap
+    for it in range(iters):
+        x = np.maximum(theta, w / np.maximum(at @ p, 1e-300))
+        excess = (a @ x) / cap - 1.0
+        eta = 0.5 if it < iters // 2 else 0.1
+        p = np.maximum(p * np.exp(eta * np.clip(excess, -1.0, 1.0)), 1e-30 * p.max())
+    x = np.maximum(theta, w / np.maximum(at @ p, 1e-300))
+    return {f.id: float(x[i]) for i, f in enumerate(prob.flows)}
+
+
+def _summary(errs: dict[str, list[float]]) -> dict[str, Any]:
+    def one(xs: list[float]) -> dict[str, Any]:
+        if not xs:
+            return {"within": None, "median_err": None, "samples": 0}
+        a = np.asarray(xs)
+        return {"within": float((a <= WITHIN).mean()), "median_err": float(np.median(a)), "samples": len(xs)}
+
+    allx = [x for xs in errs.values() for x in xs]
+    return {**one(allx), "classes": {c: one(xs) for c, xs in errs.items()}}
