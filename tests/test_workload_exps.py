@@ -56,7 +56,7 @@ def test_fbp_mix_and_rcos_one_is_theta_zero() -> None:
 
 
 def test_load_converts_with_leaf_spine_capacity() -> None:
-    from paccp.workload import load_cdf
+    from paccp.traffic.workload import load_cdf
 
     eng = to_engine(parse_scenario(scenario_dict("vbp", "websearch", 0.5, 1, QUICK)))
     cap = QUICK.leaves * QUICK.spines * 40e9

@@ -30,7 +30,7 @@ racks); for a dumbbell the bottleneck rate; for an explicit topology ``reference
 
 Class of service of a flow (``cos`` column of run outputs): the ``cos`` field of the flow, else of its
 VM; otherwise derived from the flow's (or its VM's) initial pair: theta > 0 -> ``mrg``, else omega > 1
--> ``ds``, else ``be``. These rules live in :mod:`paccp.cos`.
+-> ``ds``, else ``be``. These rules live in :mod:`paccp.common.cos`.
 
 Limits of every quantity (rates, times, sizes, names, flows per run, sampled values) live in
 :mod:`paccp.limits`; a value beyond them is a one-line error naming the field, before any work.
@@ -53,7 +53,7 @@ from pydantic import (
     model_validator,
 )
 
-from paccp.cos import Cos, classify, pair_error
+from paccp.common.cos import Cos, classify, pair_error
 from paccp.errors import UserError
 from paccp.limits import (
     INT64_MAX,
@@ -660,7 +660,7 @@ def _semantic_checks(sc: Scenario) -> None:
 
 def _check_size(sc: Scenario) -> None:
     """Bound the work before the engine allocates: hosts, links, flows, sampled series, usage times."""
-    from paccp.workload import load_cdf
+    from paccp.traffic.workload import load_cdf
 
     topo = sc.topology
     if isinstance(topo, LeafSpine):
@@ -891,7 +891,7 @@ def arrival_rate_per_s(sc: Scenario, arrivals: ArrivalsCfg, mean_bytes: float) -
 
 def to_engine(sc: Scenario) -> dict[str, Any]:
     """The fully resolved engine JSON (docs/engine-contract.md)."""
-    from paccp.workload import load_cdf
+    from paccp.traffic.workload import load_cdf
 
     topo = sc.topology
     if isinstance(topo, LeafSpine):

@@ -78,8 +78,8 @@ class Purchase(_M):
 
     @property
     def cos(self) -> str:
-        """The PACCP class of the purchase (:func:`paccp.cos.classify`)."""
-        from paccp.cos import classify
+        """The PACCP class of the purchase (:func:`paccp.common.cos.classify`)."""
+        from paccp.common.cos import classify
 
         return classify(self.guarantee, self.weight)
 
@@ -196,7 +196,7 @@ class Spec:
 
     def quick(self) -> Spec:
         """The ``--quick`` version (``[compare.quick]`` applied)."""
-        from paccp.sweep import set_path
+        from paccp.sim.sweep import set_path
 
         q = self.cfg.quick
         upd: dict[str, Any] = {}

@@ -376,9 +376,9 @@ def _weighted_optimum(cap: float, flows: list[FlowSpec]) -> list[float]:
 
 
 def optimum_rates(cap_bps: float, flows: list[FlowSpec]) -> tuple[list[float], str]:
-    """Optimum on one bottleneck shared by ``flows``: paccp.optimum.solve when available."""
+    """Optimum on one bottleneck shared by ``flows``: paccp.sim.optimum.solve when available."""
     try:
-        from paccp import optimum
+        from paccp.sim import optimum
 
         prob = optimum.Problem(
             links={"bottleneck": float(cap_bps)},
@@ -580,11 +580,11 @@ def simulate_fig7(
     """The simulator's prediction for the same topology: mean rate per class (Mb/s) after a 20 % warm-up,
     averaged over ``draws`` start-offset draws (seeds 1..draws)."""
     try:
-        from paccp.engine import run
-        from paccp.rundir import window_rates
         from paccp.scenario import parse_scenario, to_engine
+        from paccp.sim.engine import run
+        from paccp.sim.rundir import window_rates
     except ImportError as exc:
-        return None, f"paccp.engine not importable: {exc}"
+        return None, f"paccp.sim.engine not importable: {exc}"
     per_draw: list[dict[str, float]] = []
     spec: dict[str, Any] = {}
     for seed in range(1, draws + 1):
@@ -604,7 +604,7 @@ def simulate_fig7(
     opts = ", ".join(f"{k}={v}" for k, v in spec["transport"].items())
     spread = "; ".join("/".join(f"{d[c]:.1f}" for c in ("BE", "DS", "MRG")) for d in per_draw)
     note = (
-        f"paccp.engine, explicit topology, ecmp, two-way traffic on every bottleneck; transport: {opts}; "
+        f"paccp.sim.engine, explicit topology, ecmp, two-way traffic on every bottleneck; transport: {opts}; "
         f"mean of {draws} start draws in [0, {START_SPREAD_MS} ms), BE/DS/MRG per draw: {spread}"
     )
     return {c: sum(d[c] for d in per_draw) / len(per_draw) for c in ("BE", "DS", "MRG")}, note

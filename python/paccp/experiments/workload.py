@@ -1,7 +1,7 @@
 """Workload-driven experiments: the rcos study (paper Figs. 2-3) and VBP/FBP price-performance (Figs. 8-11).
 
 Every experiment is a grid of points (load x seed, and rcos for the rcos study) run through
-:func:`paccp.sweep.run_points` (cached in ``DIR/<id>/cache``, so a rerun or an interrupted run resumes).
+:func:`paccp.sim.sweep.run_points` (cached in ``DIR/<id>/cache``, so a rerun or an interrupted run resumes).
 Each writes ``DIR/<id>/summary.json``, ``table.md``, ``fct_norm.png``/``meet_rate.png`` (or ``rcos.png``) and
 ``points/<name>/flows.parquet`` (flow records with deadlines).
 
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paccp.cos import classify
+from paccp.common.cos import classify
+from paccp.common.outdir import write_text_atomic
 from paccp.experiments import Experiment, ExperimentOptions, check, register
-from paccp.metrics import SIZE_GROUPS, combine_seeds
-from paccp.outdir import write_text_atomic
-from paccp.sweep import Point, resolve, run_points
+from paccp.sim.metrics import SIZE_GROUPS, combine_seeds
+from paccp.sim.sweep import Point, resolve, run_points
 from paccp.units import parse_rate_bps
 
 LOAD_DEFINITION = (

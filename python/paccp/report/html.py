@@ -97,7 +97,7 @@ def _workload_loads(loads: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _sweep_points(points: Sequence[Mapping[str, Any]]) -> str:
-    from paccp.metrics import headline
+    from paccp.sim.metrics import headline
 
     flat = [headline(p) for p in points]
     cols: list[str] = []
@@ -173,7 +173,7 @@ def write_report(directory: Path) -> tuple[Path, list[tuple[Path, str]]]:
     Returns its path and the summaries skipped (path, reason): one that cannot be read or rendered is
     listed in the report and returned, and never stops the others.
     """
-    from paccp.outdir import write_text_atomic
+    from paccp.common.outdir import write_text_atomic
 
     if not directory.is_dir():
         raise UserError(f"{directory}: no such directory")
