@@ -210,7 +210,7 @@ def mptcp_b_g(setup: Setup, v: SetupVm) -> int:
     shuffle flows had a p99 of 93 ms (5,499 BG timeouts in the reducers' incast) and 14.6 ms with U.
     Why not B_g near 0: :func:`hose_b`.
     """
-    from paccp.schemes.mptcp_bgwc import UNIT_DEFAULT_BPS
+    from paccp.scenario.schemes.mptcp_bgwc import UNIT_DEFAULT_BPS
 
     if v.purchase.guarantee > 0:
         return v.purchase.guarantee

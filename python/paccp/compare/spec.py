@@ -63,7 +63,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from paccp.errors import UserError
 from paccp.limits import INT64_MAX
-from paccp.scenario import _M, Duration, Name, Rate, read_toml_file
+from paccp.scenario import Duration, Name, Rate, read_toml_file
+from paccp.scenario.fields import _M
 
 SCHEME_FREE_SECTIONS = ("vms", "flows", "cc", "scheme", "softbw")
 

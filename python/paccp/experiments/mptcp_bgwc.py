@@ -1,5 +1,5 @@
 """Experiments of the MPTCP bandwidth-guarantee + work-conservation paper (SPEC section 10), scheme
-``mptcp_bgwc`` (:mod:`paccp.schemes.mptcp_bgwc`).
+``mptcp_bgwc`` (:mod:`paccp.scenario.schemes.mptcp_bgwc`).
 
 Each experiment has its paper's setup as a scenario builder, the paper's numbers (:data:`PAPER`) and the
 checks its ``summary.json`` will carry. Testbed durations (tens of seconds) are compressed to

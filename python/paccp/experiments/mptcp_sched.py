@@ -30,7 +30,7 @@ from paccp.experiments.mptcp_bgwc import (
     sched_scenario,
 )
 from paccp.experiments.mptcp_measure import Measured
-from paccp.schemes.mptcp_bgwc import LINUX_TCP_RMEM_DEFAULT, LINUX_TCP_RMEM_MAX
+from paccp.scenario.schemes.mptcp_bgwc import LINUX_TCP_RMEM_DEFAULT, LINUX_TCP_RMEM_MAX
 
 PAYLOAD = LINK_PAYLOAD_MBPS / 1000  # delivered payload per bit of wire rate (1460 / 1500)
 BUFFERS = {"rmem_default": LINUX_TCP_RMEM_DEFAULT, "rmem_max": LINUX_TCP_RMEM_MAX}
