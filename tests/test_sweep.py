@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from paccp.cli import app
 from paccp.errors import UserError
-from paccp.experiments.workload import Size, scenario_dict
+from paccp.experiments._workload_lib import Size, scenario_dict
 from paccp.sim.sweep import Point, evaluate, load_sweep, point_key, run_points, set_path
 
 TINY = Size(2, 1, 4, warmup_ms=1, measure_ms=6, drain_ms=3)

@@ -9,14 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from paccp.experiments import ExperimentOptions, load_all
-from paccp.experiments.workload import (
-    QUICK,
-    SPECS,
-    checks_price,
-    host_roles,
-    run_spec,
-    scenario_dict,
-)
+from paccp.experiments._workload_lib import QUICK, host_roles, scenario_dict
+from paccp.experiments.workload import SPECS, checks_price, run_spec
 from paccp.scenario import parse_scenario, to_engine
 
 MS = 1_000_000

@@ -118,7 +118,7 @@ def expected_totals(
 
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Simulate, bill through the CLI, check consistency; write DIR/softbw-price/."""
-    from paccp.experiments.workload import print_table, write_table
+    from paccp.experiments._common import print_table, write_table
     from paccp.pricing.book import load_book
     from paccp.pricing.charging import charge
 

@@ -63,7 +63,7 @@ def _websearch() -> dict[str, Any]:
 
 
 def _fig8_point() -> dict[str, Any]:
-    from paccp.experiments.workload import bench_fig8_scenario  # workload area
+    from paccp.experiments._workload_lib import bench_fig8_scenario  # workload area
 
     return bench_fig8_scenario()
 
