@@ -488,7 +488,7 @@ def test_report_skips_what_it_cannot_read(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_report_does_not_import_sweep() -> None:
-    code = "import sys, paccp.report.html, paccp.report.plots; assert 'paccp.sim.sweep' not in sys.modules"
+    code = "import sys, paccp.report.html, paccp.sim.plots; assert 'paccp.sim.sweep' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

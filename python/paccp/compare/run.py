@@ -335,7 +335,7 @@ def write_outputs(
     """compare.json, summary.json, table.md, runs.csv and the plots."""
     from paccp.common.outdir import write_text_atomic
     from paccp.compare.plots import plot_all
-    from paccp.compare.table import markdown
+    from paccp.report.tables import markdown
 
     text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
     write_text_atomic(out / "compare.json", text)

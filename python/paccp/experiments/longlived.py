@@ -229,7 +229,7 @@ def prepare_experiment(exp: str, opts: ExperimentOptions) -> Callable[[], dict[s
 def _run_and_write(
     exp: str, opts: ExperimentOptions, spec: dict[str, Any], sc: Any, engine_json: dict[str, Any], out: Path
 ) -> dict[str, Any]:
-    from paccp.report.plots import plot_class_rates
+    from paccp.sim.plots import plot_class_rates
     from paccp.sim.rundir import class_rate_series, run_engine, window_rates, write_run_dir
 
     result, wall = run_engine(engine_json, description=f"{exp}{' (quick)' if opts.quick else ''}")

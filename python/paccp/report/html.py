@@ -154,7 +154,7 @@ def section(summary_path: Path, root: Path) -> str:
     elif summary.get("kind") == "sweep" and isinstance(summary.get("points"), list):
         parts.append(_sweep_points(summary["points"]))
     elif summary.get("kind") == "compare":  # paccp compare (paccp.compare)
-        from paccp.compare.table import html_tables
+        from paccp.report.tables import html_tables
 
         parts.append(html_tables(summary, _table, _esc))
     else:

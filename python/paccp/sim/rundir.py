@@ -364,7 +364,7 @@ def write_run_dir(
     ``engine_json`` is the resolved engine input the run was made from (:func:`paccp.scenario.to_engine`
     of ``sc``; computed here when not given).
     """
-    from paccp.report.plots import plot_class_rates
+    from paccp.sim.plots import plot_class_rates
 
     out.mkdir(parents=True, exist_ok=True)
     if engine_json is None:
