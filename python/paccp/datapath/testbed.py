@@ -584,7 +584,7 @@ def simulate_fig7(
         from paccp.sim.engine import run
         from paccp.sim.rundir import window_rates
     except ImportError as exc:
-        return None, f"paccp.sim.engine not importable: {exc}"
+        return None, f"paccp.engine not importable: {exc}"
     per_draw: list[dict[str, float]] = []
     spec: dict[str, Any] = {}
     for seed in range(1, draws + 1):
@@ -604,7 +604,7 @@ def simulate_fig7(
     opts = ", ".join(f"{k}={v}" for k, v in spec["transport"].items())
     spread = "; ".join("/".join(f"{d[c]:.1f}" for c in ("BE", "DS", "MRG")) for d in per_draw)
     note = (
-        f"paccp.sim.engine, explicit topology, ecmp, two-way traffic on every bottleneck; transport: {opts}; "
+        f"paccp.engine, explicit topology, ecmp, two-way traffic on every bottleneck; transport: {opts}; "
         f"mean of {draws} start draws in [0, {START_SPREAD_MS} ms), BE/DS/MRG per draw: {spread}"
     )
     return {c: sum(d[c] for d in per_draw) / len(per_draw) for c in ("BE", "DS", "MRG")}, note
