@@ -60,6 +60,7 @@ lint: build
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 fmt:
 	cargo fmt --all

@@ -160,7 +160,7 @@ def test_leafspine_and_clos_quick(tmp_path: Path) -> None:
             assert _in_unit(res[s]["utilisation"]), (name, s)
             fct = res[s]["classes"]["BE"]["fct"]
             assert fct["small"]["flows"] > 0 and fct["small"]["p99_ms"]["mean"] > 0
-        if name == "clos":  # job shuffle times from the flow records (paccp.mapreduce)
+        if name == "clos":  # job shuffle times from the flow records (paccp.traffic.mapreduce)
             assert res["tcp"]["shuffle"]["large"]["mean"] > res["tcp"]["shuffle"]["small"]["mean"] > 0
         assert "gaming" in doc and doc["gaming"]["results"]["tcp"]["16"]["gain"]["mean"] > 1.2
 

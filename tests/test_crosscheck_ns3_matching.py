@@ -101,8 +101,8 @@ def test_overrides_reach_both_sides_and_are_checked() -> None:
 def test_ns3_gets_the_engines_ack_routes() -> None:
     import copy
 
-    from paccp import engine
     from paccp.crosscheck.engine_side import ack_paths, engine_json, run_engine
+    from paccp.sim import engine
 
     sc = dataclasses.replace(scenarios.leafspine(False), duration_ns=2 * scenarios.MS, warmup_ns=0)
     _res, paths = run_engine(sc)

@@ -92,8 +92,8 @@ def test_testbed_usage_records_validate() -> None:
 
 
 def test_testbed_usage_file_roundtrip(tmp_path: Path) -> None:
+    from paccp.common.usage import read_usage
     from paccp.datapath import testbed_usage as tu
-    from paccp.usage import read_usage
 
     w = tu.Window(1_700_000_000_000_000_000, 1_700_000_002_000_000_000)
     recs = tu.softbw_records("softbw-share", "1-4-softbw", w, 45_000_000, {"v1": 47e6})

@@ -1,4 +1,4 @@
-"""The Python binding of the engine: a tiny dumbbell through paccp.engine.run."""
+"""The Python binding of the engine: a tiny dumbbell through paccp.sim.engine.run."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from paccp.engine import run, run_json
 from paccp.errors import UserError
+from paccp.sim.engine import run, run_json
 
 
 def _scenario() -> dict[str, Any]:

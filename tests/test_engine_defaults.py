@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from paccp.engine import run_json
 from paccp.errors import UserError
 from paccp.scenario import parse_scenario, to_engine
+from paccp.sim.engine import run_json
 
 ENGINE_DEFAULTED_FLOW_KEYS = ("theta_bps", "omega", "vm", "changes")
 

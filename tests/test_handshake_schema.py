@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from paccp.engine import run
 from paccp.errors import UserError
 from paccp.scenario import parse_scenario, to_engine
+from paccp.sim.engine import run
 
 
 def _doc(**transport: Any) -> dict[str, Any]:

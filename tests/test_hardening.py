@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paccp import cos, limits
-from paccp import optimum as opt
+from paccp import limits
 from paccp.cli import main
+from paccp.common import cos
 from paccp.errors import UserError
 from paccp.scenario import parse_scenario, to_engine
-from paccp.workload import load_cdf, parse_cdf
+from paccp.sim import optimum as opt
+from paccp.traffic.workload import load_cdf, parse_cdf
 
 BASE = """
 [run]
@@ -326,7 +327,7 @@ def test_rerun_replaces_stale_files(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_failure_after_the_run_leaves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import paccp.rundir as rundir
+    import paccp.sim.rundir as rundir
 
     code, err = run_text(tmp_path, BASE, capsys)
     assert code == 0, err
@@ -453,7 +454,7 @@ def test_overcommitted_guarantees_warn(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_vm_guarantee_split_counts_once() -> None:
-    from paccp.guarantees import overcommitted
+    from paccp.sim.guarantees import overcommitted
 
     flows = [
         {
@@ -487,7 +488,7 @@ def test_report_skips_what_it_cannot_read(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_report_does_not_import_sweep() -> None:
-    code = "import sys, paccp.report.html, paccp.report.plots; assert 'paccp.sweep' not in sys.modules"
+    code = "import sys, paccp.report.html, paccp.sim.plots; assert 'paccp.sim.sweep' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -504,8 +505,8 @@ def test_cos_rules() -> None:
 def test_engine_input_resolved_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import paccp.rundir as rundir
     import paccp.scenario as scenario
+    import paccp.sim.rundir as rundir
 
     calls = []
     real = scenario.to_engine

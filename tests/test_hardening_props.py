@@ -21,11 +21,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from paccp import optimum as opt
 from paccp.cli import main
 from paccp.errors import UserError
 from paccp.scenario import load_scenario, parse_scenario, to_engine
-from paccp.workload import load_cdf, parse_cdf
+from paccp.sim import optimum as opt
+from paccp.traffic.workload import load_cdf, parse_cdf
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60

@@ -1,4 +1,4 @@
-"""The MapReduce shuffle workload (paccp.mapreduce): trace, task rule, placement, scaling, metrics."""
+"""The MapReduce shuffle workload (paccp.traffic.mapreduce): trace, task rule, placement, scaling, metrics."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from paccp import mapreduce as mr
 from paccp.errors import UserError
+from paccp.traffic import mapreduce as mr
 
 MB = 2**20
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from paccp.metrics import combine_seeds, fct_norm_to_be, flow_stats, mean_ci, meet_rates, with_deadlines
-from paccp.workload import ActiveShareDeadline, SizeClassDeadline, active_at_start, deadlines_ns
+from paccp.sim.metrics import combine_seeds, fct_norm_to_be, flow_stats, mean_ci, meet_rates, with_deadlines
+from paccp.traffic.workload import ActiveShareDeadline, SizeClassDeadline, active_at_start, deadlines_ns
 
 MS = 1_000_000
 

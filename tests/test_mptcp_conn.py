@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from paccp.engine import run
 from paccp.experiments import mptcp_bgwc as exp
 from paccp.scenario import parse_scenario, to_engine
+from paccp.sim.engine import run
 
 
 def test_the_scheme_builds_one_connection_per_flow() -> None:

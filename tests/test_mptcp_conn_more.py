@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from paccp.experiments import mptcp_bgwc as exp
-from paccp.rundir import run_engine
 from paccp.scenario import parse_scenario, to_engine
+from paccp.sim.rundir import run_engine
 
 
 def _records(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from paccp import mapreduce as mr
 from paccp.errors import UserError
 from paccp.experiments import mptcp_bgwc as exp
 from paccp.scenario import parse_scenario, to_engine, to_toml
-from paccp.schemes.mptcp_bgwc import alpha_w, disjoint_paths, dynamic_receive_buffer
+from paccp.scenario.schemes.mptcp_bgwc import alpha_w, disjoint_paths, dynamic_receive_buffer
+from paccp.traffic import mapreduce as mr
 
 
 def _base() -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from paccp.cli import app
 from paccp.errors import UserError
-from paccp.optimum import Flow, Problem, normalized_utility, problem_from_json, solve
+from paccp.sim.optimum import Flow, Problem, normalized_utility, problem_from_json, solve
 
 REL = 1e-9
 

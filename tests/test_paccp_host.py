@@ -12,7 +12,7 @@ from paccp.compare.measure import evaluate
 from paccp.compare.schemes import SCHEMES
 from paccp.compare.setup import Setup, build_setup, gaming_setup
 from paccp.compare.spec import Spec, load_spec
-from paccp.sweep import Point, resolve
+from paccp.sim.sweep import Point, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,9 +75,9 @@ def test_opening_flows_gains_nothing_on_a_host_bottleneck(tmp_path: Path) -> Non
 
 
 def test_distance_reference_dual_matches_the_exact_optimum() -> None:
-    """The distance score's fast solver (large windows) agrees with :func:`paccp.optimum.solve`."""
+    """The distance score's fast solver (large windows) agrees with :func:`paccp.sim.optimum.solve`."""
     from paccp.compare.distance import dual_rates
-    from paccp.optimum import Flow, Problem, solve
+    from paccp.sim.optimum import Flow, Problem, solve
 
     rng = np.random.default_rng(7)
     links = {f"l{i}": float(rng.uniform(1e9, 10e9)) for i in range(12)}

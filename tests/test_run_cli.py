@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from paccp.cli import main
-from paccp.rundir import FLOW_COLUMNS
-from paccp.usage import read_usage
+from paccp.common.usage import read_usage
+from paccp.sim.rundir import FLOW_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 

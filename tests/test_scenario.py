@@ -82,7 +82,7 @@ def test_paper_leaf_spine_defaults_and_load() -> None:
     assert (t["leaves"], t["spines"], t["hosts_per_leaf"]) == (6, 5, 40)
     assert t["host_link"] == {"rate_bps": 10**10, "delay_ns": 10_000, "buffer": {"packets": 100}}
     assert t["fabric_link"] == {"rate_bps": 4 * 10**10, "delay_ns": 20_000, "buffer": {"packets": 400}}
-    from paccp.workload import load_cdf
+    from paccp.traffic.workload import load_cdf
 
     a = eng["arrivals"][0]
     mean = load_cdf("websearch").mean_bytes

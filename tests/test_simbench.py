@@ -1,4 +1,4 @@
-"""`paccp bench` (paccp.simbench): benchmark registry, the figures of one run, the working-set plot."""
+"""`paccp bench` (paccp.sim.bench): benchmark registry, the figures of one run, the working-set plot."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from paccp import simbench
 from paccp.errors import UserError
+from paccp.sim import bench as simbench
 
 
 def test_every_group_member_is_a_benchmark() -> None:
@@ -79,7 +79,7 @@ def test_a_failing_benchmark_subprocess_is_a_one_line_user_error() -> None:
 
 
 def test_memory_curve_defaults_to_the_engines_sizes_from_l2_to_past_the_l3() -> None:
-    from paccp.engine import memory_sizes_kib
+    from paccp.sim.engine import memory_sizes_kib
 
     sizes = memory_sizes_kib()
     assert list(sizes) == sorted(sizes) and sizes[0] <= 1024 and sizes[-1] >= 64 * 1024

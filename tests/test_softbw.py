@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from paccp.cli import main
+from paccp.common.usage import read_usage
 from paccp.errors import UserError
 from paccp.experiments import ExperimentOptions, load_all
 from paccp.scenario import parse_scenario
 from paccp.softbw.model import DYNAMIC, STRICT, allocate, analytic_failure, fill_to_level, simulate
-from paccp.usage import read_usage
 
 
 def test_fill_to_level_is_max_min_with_floors() -> None:
@@ -261,9 +261,9 @@ def test_softbw_consistency_flags_overbilling(quick: Path, tmp_path: Path) -> No
     """The check can fail: bill a strict VM for 1.5x the bytes it got and it pays more than it gets."""
     import shutil
 
+    from paccp.common.usage import write_usage
     from paccp.pricing.book import load_book
     from paccp.pricing.softbw_consistency import softbw_consistency
-    from paccp.usage import write_usage
 
     run = tmp_path / "run"
     shutil.copytree(quick / "softbw-price" / "run", run)

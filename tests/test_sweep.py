@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from paccp.cli import app
 from paccp.errors import UserError
-from paccp.experiments.workload import Size, scenario_dict
-from paccp.sweep import Point, evaluate, load_sweep, point_key, run_points, set_path
+from paccp.experiments._workload_lib import Size, scenario_dict
+from paccp.sim.sweep import Point, evaluate, load_sweep, point_key, run_points, set_path
 
 TINY = Size(2, 1, 4, warmup_ms=1, measure_ms=6, drain_ms=3)
 VBP_DEADLINE = {"kind": "active_share", "rate": "5Gbit", "split": True}
@@ -93,7 +93,7 @@ def test_cache_key_depends_on_content_and_seed() -> None:
 def test_cache_key_changes_with_the_engine_build(monkeypatch: pytest.MonkeyPatch) -> None:
     (a,) = tiny_points(n_seeds=1, loads=(0.3,))
     before = point_key(a)
-    monkeypatch.setattr("paccp.engine.source_hash", lambda: "another-engine-build")
+    monkeypatch.setattr("paccp.sim.engine.source_hash", lambda: "another-engine-build")
     assert point_key(a) != before
 
 

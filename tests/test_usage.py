@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from paccp.common.usage import UsageRecord, parse_record, read_usage, write_usage
 from paccp.errors import UserError
-from paccp.usage import UsageRecord, parse_record, read_usage, write_usage
 
 
 def _rec(**kw: object) -> dict[str, object]:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from paccp.errors import UserError
-from paccp.workload import load_cdf, parse_cdf
+from paccp.traffic.workload import load_cdf, parse_cdf
 
 
 @pytest.mark.parametrize(

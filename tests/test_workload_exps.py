@@ -9,14 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from paccp.experiments import ExperimentOptions, load_all
-from paccp.experiments.workload import (
-    QUICK,
-    SPECS,
-    checks_price,
-    host_roles,
-    run_spec,
-    scenario_dict,
-)
+from paccp.experiments._workload_lib import QUICK, host_roles, scenario_dict
+from paccp.experiments.workload import SPECS, checks_price, run_spec
 from paccp.scenario import parse_scenario, to_engine
 
 MS = 1_000_000
@@ -56,7 +50,7 @@ def test_fbp_mix_and_rcos_one_is_theta_zero() -> None:
 
 
 def test_load_converts_with_leaf_spine_capacity() -> None:
-    from paccp.workload import load_cdf
+    from paccp.traffic.workload import load_cdf
 
     eng = to_engine(parse_scenario(scenario_dict("vbp", "websearch", 0.5, 1, QUICK)))
     cap = QUICK.leaves * QUICK.spines * 40e9

@@ -6,8 +6,8 @@ and one MRG (80 Mb/s, 2) flow each way. Run with `.venv/bin/python tools/sack_tw
 
 from typing import Any
 
-from paccp import engine
 from paccp.scenario import parse_scenario, to_engine
+from paccp.sim import engine
 
 CLASSES = (("be", "0bit", 1.0), ("ds", "0bit", 2.0), ("mrg", "80Mbit", 2.0))
 

@@ -3,8 +3,8 @@
 Areas own their own command modules; this file only wires them together and turns user errors into
 one line on stderr with exit code 2.
 
-- simulator: ``run``, ``reproduce``, ``optimum``, ``bench`` (``paccp.simcli``, ``paccp.simbench``)
-- workload experiments: ``sweep``, ``report`` (``paccp.workcli``)
+- simulator: ``run``, ``reproduce``, ``optimum``, ``bench`` (``paccp.sim.cli``, ``paccp.sim.bench``)
+- workload experiments: ``sweep``, ``report`` (``paccp.sim.workcli``)
 - pricing and billing: ``price ...``, ``bill ...`` (``paccp.pricing.cli``)
 - Linux datapath: ``datapath ...``, ``testbed ...``, ``bench datapath`` (``paccp.datapath.cli``)
 - cross-check against ns-3 and the kernel: ``crosscheck`` (``paccp.crosscheck.cli``)
@@ -18,11 +18,12 @@ import sys
 import pydantic
 import typer
 
-from paccp import benchcli, simcli, workcli
 from paccp.compare import cli as compare_cli
 from paccp.crosscheck import cli as crosscheck_cli
 from paccp.datapath import cli as datapath_cli
 from paccp.errors import UserError
+from paccp.sim import benchcli, workcli
+from paccp.sim import cli as simcli
 
 try:  # typer >= 0.2x carries its own copy of click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError

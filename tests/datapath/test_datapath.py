@@ -190,7 +190,7 @@ def test_per_socket_rule_pidfd_and_api(loaded: None) -> None:
 
 
 def test_usage_records_from_metering(loaded: None, tmp_path: Path) -> None:
-    from paccp.usage import read_usage
+    from paccp.common.usage import read_usage
 
     testbed.run_dumbbell([FlowSpec("MRG", 30_000_000, 2.0)], RATE, 2, tmp_path)
     out = tmp_path / "usage.jsonl"

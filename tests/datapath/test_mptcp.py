@@ -67,7 +67,7 @@ def test_bg_near_guarantee_wc_takes_spare(bgwc: None, tmp_path: Path) -> None:
     assert all(abs(sim[r["server"]]["bg"] / r["guarantee_mbps"] - 0.95) < 0.1 for r in s["servers"]), sim
     assert all(set(v) == set(mt.COUNTERS) for v in s["kernel_counters"].values()), s["kernel_counters"]
     # usage records in PACCP's schema: BG (mrg at the guarantee) and WC (be) per server
-    from paccp.usage import read_usage
+    from paccp.common.usage import read_usage
 
     recs = list(read_usage(tmp_path / "usage.jsonl"))
     assert len(recs) == 8 == s["usage_records"], recs
@@ -153,7 +153,7 @@ def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> Non
     assert sb["max_over_min_fulfilment"] < 1.25, sb
     assert be["max_over_min_fulfilment"] > 2 * sb["max_over_min_fulfilment"] - 1, (be, sb)
     assert softbw.status()["vms"] == []  # the run removed its VMs from the map
-    from paccp.usage import read_usage
+    from paccp.common.usage import read_usage
 
     assert [r.cos for r in read_usage(tmp_path / "usage.jsonl")] == ["mrg"] * 3 + ["be"] * 3
     assert not list(Path("/tmp").glob("*-softbw-counts.json*"))  # nor left the receiver's counts file

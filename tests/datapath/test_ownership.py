@@ -133,7 +133,7 @@ def test_rule_without_owner_refused(loaded: None) -> None:
 
 def test_removed_vms_leave_export_with_closing_records(loaded: None, tmp_path: Path) -> None:
     """After a testbed run: no exporter series of its (removed) cgroups; each VM's last slice is a record."""
-    from paccp.usage import read_usage
+    from paccp.common.usage import read_usage
 
     res = testbed.run_dumbbell([FlowSpec("MRG", 20_000_000, 2.0), FlowSpec("BE", 0, 1.0)], 100_000_000, 2,
                                tmp_path)  # fmt: skip

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from pricing_fixtures import BOOK, rec
 
+from paccp.common.usage import UsageRecord
 from paccp.errors import EnvironmentUnsupported
 from paccp.pricing.book import PriceBook, parse_book
 from paccp.pricing.ledger import Ledger
 from paccp.pricing.pgtemp import TempPostgres
-from paccp.usage import UsageRecord
 
 BACKENDS = ["sqlite", "postgresql"]
 PG_TEMPLATE = "paccp_template"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from paccp.usage import UsageRecord
+from paccp.common.usage import UsageRecord
 
 #: 2026-11-01T00:00:00Z in ns.
 T0 = 1_793_491_200_000_000_000

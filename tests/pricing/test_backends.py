@@ -11,10 +11,10 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 
 from paccp.cli import main
+from paccp.common.usage import write_usage
 from paccp.pricing import schema
 from paccp.pricing.ledger import Ledger
 from paccp.pricing.pgtemp import TempPostgres
-from paccp.usage import write_usage
 
 G = 1_000_000_000
 

@@ -14,11 +14,11 @@ import pytest
 from pricing_fixtures import BOOK, T0, H, rec
 
 from paccp.cli import main
+from paccp.common.usage import parse_record, write_usage
 from paccp.errors import UserError
 from paccp.pricing.book import parse_book
 from paccp.pricing.ledger import Ledger
 from paccp.pricing.quote import quote
-from paccp.usage import parse_record, write_usage
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

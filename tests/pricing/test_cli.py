@@ -9,7 +9,7 @@ import pytest
 from pricing_fixtures import BOOK, rec
 
 from paccp.cli import main
-from paccp.usage import write_usage
+from paccp.common.usage import write_usage
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

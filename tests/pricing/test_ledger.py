@@ -11,11 +11,11 @@ from pricing_fixtures import BOOK, T0, H, rec
 from sqlalchemy import text
 from sqlalchemy.exc import DatabaseError
 
+from paccp.common.usage import UsageRecord, write_usage
 from paccp.errors import UserError
 from paccp.pricing.book import PriceBook
 from paccp.pricing.charging import build_invoice, charge, parse_period
 from paccp.pricing.ledger import Ledger
-from paccp.usage import UsageRecord, write_usage
 
 G = 1_000_000_000
 

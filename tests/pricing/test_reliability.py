@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from pricing_fixtures import T0, H, rec
 
+from paccp.common.usage import write_usage
 from paccp.pricing.charging import build_invoice, parse_period
 from paccp.pricing.ledger import SLEEP_ENV, Ledger
-from paccp.usage import write_usage
 
 N = 400
 

@@ -6,5 +6,5 @@
 - :mod:`paccp.compare.schemes`: one mapping and one pricing function per scheme (the registry);
 - :mod:`paccp.compare.measure`: what a run measures and its scores;
 - :mod:`paccp.compare.run`: planning, the sweep, aggregation over seeds, outputs;
-- :mod:`paccp.compare.table`, :mod:`paccp.compare.plots`: markdown and PNGs.
+- :mod:`paccp.report.tables` (shared with the HTML report), :mod:`paccp.compare.plots`: markdown and PNGs.
 """

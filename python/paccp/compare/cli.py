@@ -23,7 +23,7 @@ def compare(
     """Run PACCP, SoftBW, MPTCP BG/WC, a rate limiter and TCP on the same tenants, traffic and prices."""
     from paccp.compare.run import run_compare
     from paccp.compare.schemes import parse_schemes
-    from paccp.compare.table import markdown
+    from paccp.report.tables import markdown
 
     chosen = parse_schemes(schemes)
     if not scenario.is_file():

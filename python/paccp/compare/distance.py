@@ -15,7 +15,7 @@ The reference of window k (:func:`window_problem`):
   guarantee on it is scaled by one factor (a flow's by the smallest factor of its links); the flows
   without a guarantee on a link the scaled guarantees then fill get share 0.
 
-The VM's share is the sum of its connections' rates (:func:`paccp.optimum.solve`). Its relative error
+The VM's share is the sum of its connections' rates (:func:`paccp.sim.optimum.solve`). Its relative error
 in the window is |got - share| / max(share, 1 % of its host's NIC) (the floor keeps a share of 0 finite);
 **within 10 %** when that is <= 0.1. Per run: the share of (VM, window) pairs within 10 % and the median
 relative error, overall and per class.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from paccp.errors import UserError
-from paccp.optimum import Flow, Problem, solve
+from paccp.sim.optimum import Flow, Problem, solve
 
 if TYPE_CHECKING:
     from paccp.compare.setup import Setup
@@ -170,7 +170,7 @@ def distance_to_optimum(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
 
 
 def _rates(prob: Problem) -> dict[str, float] | None:
-    """The optimum's rates: exact (:func:`paccp.optimum.solve`) up to EXACT_MAX flows, else
+    """The optimum's rates: exact (:func:`paccp.sim.optimum.solve`) up to EXACT_MAX flows, else
     :func:`dual_rates` (the exact solver's dense Newton steps take minutes on a shuffle's windows)."""
     if len(prob.flows) <= EXACT_MAX:
         try:

@@ -27,7 +27,7 @@ Scores of one run (:func:`score_run`), all after the warm-up:
   it gets relative to the reference class, the one with the smallest weight, then guarantee; None when the
   reference pays nothing);
 - **shuffle** (MapReduce points): each job's shuffle time (its last flow's finish - its submission), mean
-  per job class of :mod:`paccp.mapreduce` (jobs of every class, all their VMs);
+  per job class of :mod:`paccp.traffic.mapreduce` (jobs of every class, all their VMs);
 - **distance to the optimum**: :mod:`paccp.compare.distance` (share of backlogged VM-windows within 10 %
   of the VM's share in the optimum of that window, median relative error);
 - **gaming** (gaming runs): the gamer VM's mean rate after the warm-up with k flows, divided by what a VM
@@ -44,13 +44,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from paccp.compare.distance import conn_backlog, distance_to_optimum
-from paccp.rundir import size_class
+from paccp.sim.rundir import size_class
 
 if TYPE_CHECKING:
     from paccp.compare.schemes import Scheme
     from paccp.compare.setup import Setup
     from paccp.pricing.book import PriceBook
-    from paccp.sweep import Point
+    from paccp.sim.sweep import Point
 
 #: Version of what :func:`evaluate` returns: part of the cache directory (``DIR/cache-m<N>``), so results
 #: measured by an older version are never reused.
@@ -63,9 +63,9 @@ def evaluate(point: Point) -> dict[str, Any]:
     """Run one point and return its raw measurements (JSON-serialisable; cached by the sweep)."""
     import time
 
-    from paccp import engine
     from paccp.scenario import hosts
-    from paccp.sweep import resolve
+    from paccp.sim import engine
+    from paccp.sim.sweep import resolve
 
     resolved = resolve(point).resolved
     assert resolved is not None
@@ -290,10 +290,10 @@ def score_run(
 
 
 def _shuffle(raw: dict[str, Any], setup: Setup) -> dict[str, Any] | None:
-    """MapReduce points: job shuffle times (:func:`paccp.mapreduce.summarize`, without the CDF)."""
+    """MapReduce points: job shuffle times (:func:`paccp.traffic.mapreduce.summarize`, without the CDF)."""
     if not setup.jobs:
         return None
-    from paccp import mapreduce as mr
+    from paccp.traffic import mapreduce as mr
 
     finish = {cid: (start + fct if fct is not None else None) for _vm, _s, start, fct, cid in raw["conns"]}
     summary = mr.summarize(mr.shuffle_results(setup.jobs, finish))

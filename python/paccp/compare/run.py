@@ -1,6 +1,6 @@
 """``paccp compare``: run every scheme on the same setup, score, aggregate over seeds, write the outputs.
 
-Runs go through the sweep machinery (:func:`paccp.sweep.run_points`: local process pool or Ray, a result
+Runs go through the sweep machinery (:func:`paccp.sim.sweep.run_points`: local process pool or Ray, a result
 cache in ``DIR/cache-m<N>/cache`` keyed by the engine input, N the measurement version, a progress bar).
 Outputs in DIR: ``compare.json`` (and the same document as ``summary.json``, which ``paccp report``
 renders), ``table.md``, ``runs.csv`` (one row per scheme, point, seed and class) and one PNG per score
@@ -21,8 +21,8 @@ from paccp.compare.schemes import SCHEMES, Scheme
 from paccp.compare.setup import Setup, build_setup, gaming_setup
 from paccp.compare.spec import Spec, book_path, load_spec
 from paccp.errors import UserError
-from paccp.metrics import mean_ci
-from paccp.sweep import Point, resolve, run_points
+from paccp.sim.metrics import mean_ci
+from paccp.sim.sweep import Point, resolve, run_points
 
 
 @dataclass
@@ -95,7 +95,7 @@ def run_compare(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the comparison and write its outputs; return the compare.json document."""
-    from paccp.outdir import check_out_dir
+    from paccp.common.outdir import check_out_dir
     from paccp.pricing.book import load_book
 
     spec = load_spec(scenario)
@@ -338,9 +338,9 @@ def write_outputs(
     doc: dict[str, Any], jobs: list[Job], raws: list[dict[str, Any]], book: Any, spec: Spec, out: Path
 ) -> None:
     """compare.json, summary.json, table.md, runs.csv and the plots."""
+    from paccp.common.outdir import write_text_atomic
     from paccp.compare.plots import plot_all
-    from paccp.compare.table import markdown
-    from paccp.outdir import write_text_atomic
+    from paccp.report.tables import markdown
 
     text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
     write_text_atomic(out / "compare.json", text)

@@ -9,7 +9,7 @@ section, reusing :mod:`paccp.pricing.quote`. The rules (also in the README):
 scheme          parameters from (G, W)                              price per VM-hour (book section)
 ==============  ==================================================  =========================================
 ``paccp-vbp``   VM pair (theta, omega) = (G, W), split over the     ``[vbp]``: P0 + P1 (W-1) + P2 G, class by
-                VM's active flows (VBP); PACCP congestion control   :func:`paccp.cos.classify`
+                VM's active flows (VBP); PACCP congestion control   :func:`paccp.common.cos.classify`
 ``paccp-fbp``   every flow carries (G, W) itself (FBP upgrade of    ``[vbp]`` P0 (the VM price that includes
                 each flow); in the gaming runs the k-1 extra flows  BE) + ``[fbp]`` add-on P0s + P1s (W-1) +
                 stay BE (0, 1), i.e. cost nothing extra             P2s G per upgraded flow-hour
@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from paccp.common.cos import classify
 from paccp.compare import host_scheme as _host
 from paccp.compare.setup import Setup, SetupVm
 from paccp.compare.spec import Purchase
-from paccp.cos import classify
 from paccp.errors import UserError
 from paccp.pricing.book import PriceBook, SoftBWBook, VBPBook
 from paccp.pricing.quote import CTX, linear_terms, softbw_terms
@@ -213,7 +213,7 @@ def mptcp_b_g(setup: Setup, v: SetupVm) -> int:
     shuffle flows had a p99 of 93 ms (5,499 BG timeouts in the reducers' incast) and 14.6 ms with U.
     Why not B_g near 0: :func:`hose_b`.
     """
-    from paccp.schemes.mptcp_bgwc import UNIT_DEFAULT_BPS
+    from paccp.scenario.schemes.mptcp_bgwc import UNIT_DEFAULT_BPS
 
     if v.purchase.guarantee > 0:
         return v.purchase.guarantee

@@ -115,7 +115,7 @@ def poisson_flows(
     the piecewise-linear inverse CDF (at least 1 byte). Random stream: numpy's, seeded by (seed, arrival).
     """
     from paccp.scenario import ArrivalsCfg, LeafSpine, arrival_rate_per_s, parse_scenario
-    from paccp.workload import load_cdf
+    from paccp.traffic.workload import load_cdf
 
     probe = dict(base, flows=[])
     sc = parse_scenario(copy.deepcopy(probe), where=where)
@@ -189,7 +189,7 @@ def _longlived(
 
 
 def _mapreduce(spec: Spec, base: dict[str, Any], vms: list[SetupVm], seed: int, where: str) -> Setup:
-    from paccp import mapreduce as mr
+    from paccp.traffic import mapreduce as mr
 
     tr = spec.cfg.traffic
     host_vm: dict[str, str] = {}

@@ -63,7 +63,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from paccp.errors import UserError
 from paccp.limits import INT64_MAX
-from paccp.scenario import _M, Duration, Name, Rate, read_toml_file
+from paccp.scenario import Duration, Name, Rate, read_toml_file
+from paccp.scenario.fields import _M
 
 SCHEME_FREE_SECTIONS = ("vms", "flows", "cc", "scheme", "softbw")
 
@@ -78,8 +79,8 @@ class Purchase(_M):
 
     @property
     def cos(self) -> str:
-        """The PACCP class of the purchase (:func:`paccp.cos.classify`)."""
-        from paccp.cos import classify
+        """The PACCP class of the purchase (:func:`paccp.common.cos.classify`)."""
+        from paccp.common.cos import classify
 
         return classify(self.guarantee, self.weight)
 
@@ -196,7 +197,7 @@ class Spec:
 
     def quick(self) -> Spec:
         """The ``--quick`` version (``[compare.quick]`` applied)."""
-        from paccp.sweep import set_path
+        from paccp.sim.sweep import set_path
 
         q = self.cfg.quick
         upd: dict[str, Any] = {}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from paccp import engine
 from paccp.crosscheck.scenarios import MSS, Scenario
+from paccp.sim import engine
 
 NS3_HANDSHAKE: dict[str, int] = {
     # ns-3 3.44's SYN and SYN-ACK: 20 IP + 20 TCP + 16 option bytes (timestamps 10, window scale 3, with

@@ -122,9 +122,9 @@ def engine_spec(rate_bps: int, duration_s: float, two_way: bool, seed: int) -> d
 
 def run_engine(rate_bps: int, duration_s: float, two_way: bool, draws: int = DRAWS) -> dict[str, Any]:
     """The twin: per-flow Mb/s and drops per direction, means over ``draws`` start draws."""
-    from paccp.engine import run
-    from paccp.rundir import window_rates
     from paccp.scenario import parse_scenario, to_engine
+    from paccp.sim.engine import run
+    from paccp.sim.rundir import window_rates
 
     mbps: dict[str, list[float]] = {}
     drops: dict[str, list[float]] = {}

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paccp import engine
 from paccp.datapath.netdiag import NSTAT_KEYS, SsSampler, nstat, qdisc_drops
 from paccp.datapath.testbed import ACK_DELAY_NS, Net, build_dumbbell, queue_bytes
 from paccp.errors import EnvironmentUnsupported
+from paccp.sim import engine
 
 ETH = 14
 # the twin's sampling interval: shorter than one recovery (~1 RTT, 1.7 ms here), see loss_events

@@ -194,11 +194,11 @@ def usage_cmd(
     out: Path = typer.Option(..., "--out", help="output .jsonl or .parquet"),
     include_open: bool = typer.Option(False, help="add snapshot records of still-open slices"),
 ) -> None:
-    """Write usage records (schema paccp.usage, source "datapath"): one per (flow or VM, pair) slice.
+    """Write usage records (schema paccp.common.usage, source "datapath"): one per (flow or VM, pair) slice.
 
     Each names the tenant and VM of the flow's socket cgroup; flows outside any VM: tenant "(host)"."""
+    from paccp.common.usage import write_usage
     from paccp.datapath import core
-    from paccp.usage import write_usage
 
     if not tenant:
         raise UserError("--tenant must not be empty")

@@ -805,7 +805,7 @@ def _boot_epoch_ns() -> int:
 
 
 def _cos(theta: int, omega: Decimal) -> str:
-    from paccp.cos import classify
+    from paccp.common.cos import classify
 
     return classify(theta, omega)
 
@@ -822,7 +822,7 @@ def usage_records(tenant: str, include_open: bool = False) -> list[Any]:
     the still-open slice of each flow/VM is added up to now, with ``:open:<end_ns>`` in its id (a snapshot:
     its id changes at each export, so do not ingest open records from two exports).
     """
-    from paccp.usage import UsageRecord
+    from paccp.common.usage import UsageRecord
 
     if not tenant:
         raise UserError("--tenant is required")

@@ -24,7 +24,7 @@ from decimal import Decimal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from paccp.cos import classify
+from paccp.common.cos import classify
 from paccp.datapath import core
 from paccp.datapath.maps import q20_to_omega
 

@@ -92,8 +92,8 @@ def softbw(
     bottleneck, each flow to its own receiver. ``extra_flows``: finite flows added as they are
     (``softbw-short``); their completion times are returned under ``fct_ms``.
     """
-    from paccp.rundir import run_engine, sample_rates
     from paccp.scenario import parse_scenario, to_engine
+    from paccp.sim.rundir import run_engine, sample_rates
 
     n_rx = sum(flows) + len(extra_flows or [])
     pkts = max(2, queue_bytes // FRAME)

@@ -376,9 +376,9 @@ def _weighted_optimum(cap: float, flows: list[FlowSpec]) -> list[float]:
 
 
 def optimum_rates(cap_bps: float, flows: list[FlowSpec]) -> tuple[list[float], str]:
-    """Optimum on one bottleneck shared by ``flows``: paccp.optimum.solve when available."""
+    """Optimum on one bottleneck shared by ``flows``: paccp.sim.optimum.solve when available."""
     try:
-        from paccp import optimum
+        from paccp.sim import optimum
 
         prob = optimum.Problem(
             links={"bottleneck": float(cap_bps)},
@@ -580,9 +580,9 @@ def simulate_fig7(
     """The simulator's prediction for the same topology: mean rate per class (Mb/s) after a 20 % warm-up,
     averaged over ``draws`` start-offset draws (seeds 1..draws)."""
     try:
-        from paccp.engine import run
-        from paccp.rundir import window_rates
         from paccp.scenario import parse_scenario, to_engine
+        from paccp.sim.engine import run
+        from paccp.sim.rundir import window_rates
     except ImportError as exc:
         return None, f"paccp.engine not importable: {exc}"
     per_draw: list[dict[str, float]] = []

@@ -1,4 +1,4 @@
-"""Usage records of the MPTCP BG/WC and SoftBW testbeds, in PACCP's schema (:mod:`paccp.usage`).
+"""Usage records of the MPTCP BG/WC and SoftBW testbeds, in PACCP's schema (:mod:`paccp.common.usage`).
 
 Each measured window of an experiment gives, per VM (server):
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from paccp.usage import UsageRecord, write_usage
+from paccp.common.usage import UsageRecord, write_usage
 
 TENANT = "testbed"
 

@@ -39,8 +39,8 @@ class Experiment:
     id: str
     title: str
     run: Callable[[ExperimentOptions], dict[str, Any]]  # returns the summary written to summary.json
-    # True when the experiment writes DIR/<id>/ as a whole and moves it into place (paccp.outdir), so an
-    # existing DIR/<id>/ must be one of our outputs; False when it resumes from a cache kept there.
+    # True when the experiment writes DIR/<id>/ as a whole and moves it into place (paccp.common.outdir),
+    # so an existing DIR/<id>/ must be one of our outputs; False when it resumes from a cache kept there.
     replaces_dir: bool = False
     # Optional: validate and resolve everything (scenarios, engine inputs) without running; returns the
     # thunk that runs the prepared experiment. ``paccp reproduce`` prepares every experiment it was given

@@ -18,7 +18,7 @@ from exactly one sending host and each leaf-spine uplink / spine-leaf downlink c
 
 Flows start at times drawn uniformly in [0, 1 ms) from the seed (so that they do not all start on the same
 nanosecond); rates are measured over [warm-up, end) with warm-up = a quarter of the duration. The
-optimum is computed with :mod:`paccp.optimum` on the routes the engine reports and the channel rates it
+optimum is computed with :mod:`paccp.sim.optimum` on the routes the engine reports and the channel rates it
 used. ``--quick`` keeps every per-group detail (so the optimum is unchanged) but uses L = 3 leaves,
 S = 2 spines, 16 hosts per leaf (48 hosts) and 60 ms of simulated time by default.
 
@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from paccp import optimum as opt
-from paccp.cos import split_pair
+from paccp.common.cos import split_pair
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.scenario import parse_scenario, to_engine, to_toml
+from paccp.sim import optimum as opt
 
 TOLERANCE = 0.20
 GBIT = 1_000_000_000
@@ -199,14 +199,15 @@ def _time_below(result: Any, ids: list[str], theta: dict[str, float], warmup_ns:
 def run_experiment(exp: str, opts: ExperimentOptions) -> dict[str, Any]:
     """Build, run and score one experiment; write DIR/<exp>/ and print the comparison table.
 
-    DIR/<exp>/ is written beside its place and moved there at the end (:func:`paccp.outdir.staged_dir`).
+    DIR/<exp>/ is written beside its place and moved there at the end
+    (:func:`paccp.common.outdir.staged_dir`).
     """
     return prepare_experiment(exp, opts)()
 
 
 def prepare_experiment(exp: str, opts: ExperimentOptions) -> Callable[[], dict[str, Any]]:
     """Validate and resolve an experiment (scenario, engine input) and return the thunk that runs it."""
-    from paccp.outdir import check_out_dir, staged_dir
+    from paccp.common.outdir import check_out_dir, staged_dir
 
     spec = build_scenario(
         exp, seed=opts.seed, quick=opts.quick, duration_ns=opts.duration_ns, transport=opts.transport
@@ -228,8 +229,8 @@ def prepare_experiment(exp: str, opts: ExperimentOptions) -> Callable[[], dict[s
 def _run_and_write(
     exp: str, opts: ExperimentOptions, spec: dict[str, Any], sc: Any, engine_json: dict[str, Any], out: Path
 ) -> dict[str, Any]:
-    from paccp.report.plots import plot_class_rates
-    from paccp.rundir import class_rate_series, run_engine, window_rates, write_run_dir
+    from paccp.sim.plots import plot_class_rates
+    from paccp.sim.rundir import class_rate_series, run_engine, window_rates, write_run_dir
 
     result, wall = run_engine(engine_json, description=f"{exp}{' (quick)' if opts.quick else ''}")
     rates = window_rates(result, sc.run.warmup, sc.run.duration)

@@ -1,5 +1,5 @@
 """Experiments of the MPTCP bandwidth-guarantee + work-conservation paper (SPEC section 10), scheme
-``mptcp_bgwc`` (:mod:`paccp.schemes.mptcp_bgwc`).
+``mptcp_bgwc`` (:mod:`paccp.scenario.schemes.mptcp_bgwc`).
 
 Each experiment has its paper's setup as a scenario builder, the paper's numbers (:data:`PAPER`) and the
 checks its ``summary.json`` will carry. Testbed durations (tens of seconds) are compressed to
@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paccp import mapreduce as mr
 from paccp.datapath.testbed import ACK_DELAY_NS
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.experiments import mptcp_checks as mc
@@ -46,6 +45,7 @@ from paccp.experiments.mptcp_measure import (
     write_summary,
 )
 from paccp.scenario import to_toml
+from paccp.traffic import mapreduce as mr
 
 MBIT = 1_000_000
 LINK_PAYLOAD_MBPS = 1000 * 1460 / 1500  # a 1 Gb/s link's payload rate with 1500-byte packets

@@ -62,8 +62,8 @@ class Measured:
 
 def measure(spec: dict[str, Any], *, description: str) -> Measured:
     """Validate and run a scenario; aggregate its sampled flows by (VM, class)."""
-    from paccp.rundir import run_engine, sample_rates
     from paccp.scenario import parse_scenario, to_engine
+    from paccp.sim.rundir import run_engine, sample_rates
 
     sc = parse_scenario(spec, where=description)
     result, wall = run_engine(to_engine(sc), description=description)
@@ -154,8 +154,8 @@ def congestion_epochs(cuts: Mapping[str, np.ndarray], gap: int) -> list[set[str]
 def rerun_sampled(spec: dict[str, Any], *, seconds: float, description: str) -> Any:
     """``spec`` rerun for ``seconds`` (the first fifth as warm-up) with every flow's window and srtt
     sampled every 100 us; the engine's result."""
-    from paccp.rundir import run_engine
     from paccp.scenario import parse_scenario, to_engine
+    from paccp.sim.rundir import run_engine
 
     s = dict(spec, run=dict(spec["run"]))
     s["run"].update(

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from paccp import mapreduce as mr
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.experiments import mptcp_bgwc as E
 from paccp.experiments import mptcp_checks as mc
 from paccp.experiments.mptcp_measure import Measured
+from paccp.traffic import mapreduce as mr
 
 CCS = ("reno", "lia", "olia")  # mptcp-cc: uncoupled Reno (the paper's choice) vs the coupled ones
 CC_SERVERS = ("S1", "S3", "S4")
@@ -254,8 +254,8 @@ def _plot_clos(out: Path, cdfs: dict[str, list[list[float]]], means: dict[str, d
 def run_clos(opts: ExperimentOptions) -> dict[str, Any]:
     """mptcp-clos (Figs. 18-20): the four variants on the Clos with the MapReduce shuffle (scaling:
     :data:`.mptcp_bgwc.CLOS_FULL` / ``CLOS_QUICK``); ranked by mean large-job shuffle time."""
-    from paccp.rundir import run_engine
     from paccp.scenario import parse_scenario, to_engine
+    from paccp.sim.rundir import run_engine
 
     out = opts.out_dir / "mptcp-clos"
     out.mkdir(parents=True, exist_ok=True)

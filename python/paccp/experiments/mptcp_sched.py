@@ -30,7 +30,7 @@ from paccp.experiments.mptcp_bgwc import (
     sched_scenario,
 )
 from paccp.experiments.mptcp_measure import Measured
-from paccp.schemes.mptcp_bgwc import LINUX_TCP_RMEM_DEFAULT, LINUX_TCP_RMEM_MAX
+from paccp.scenario.schemes.mptcp_bgwc import LINUX_TCP_RMEM_DEFAULT, LINUX_TCP_RMEM_MAX
 
 PAYLOAD = LINK_PAYLOAD_MBPS / 1000  # delivered payload per bit of wire rate (1460 / 1500)
 BUFFERS = {"rmem_default": LINUX_TCP_RMEM_DEFAULT, "rmem_max": LINUX_TCP_RMEM_MAX}
@@ -86,8 +86,8 @@ def srtt_by_phase(spec: dict[str, Any], dur: float, *, description: str) -> dict
     report per phase (A alone, A + B, all three) and server the mean srtt (us) of its BG and WC subflows
     and the fraction of samples in which BG's is the smaller (LeastRTT's pick when both have room). A
     subflow that carries no data keeps its last srtt, as the scheduler sees it."""
-    from paccp.rundir import run_engine
     from paccp.scenario import parse_scenario, to_engine
+    from paccp.sim.rundir import run_engine
 
     s = dict(spec, run=dict(spec["run"], sample_interval="1ms", sample_cwnd=True))
     result, _ = run_engine(to_engine(parse_scenario(s, where=description)), description=description)

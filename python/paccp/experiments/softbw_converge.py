@@ -157,8 +157,8 @@ def plot(series: list[dict[str, Any]], out: Path) -> Path:
 
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Every (scheme, traffic) point; convergence after each join and leave; checks against ~20 ms."""
-    from paccp.experiments.workload import print_table, write_table
-    from paccp.rundir import run_engine, sample_rates
+    from paccp.experiments._common import print_table, write_table
+    from paccp.sim.rundir import run_engine, sample_rates
 
     t0 = time.perf_counter()
     out = opts.out_dir / EXP_ID

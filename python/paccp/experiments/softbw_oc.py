@@ -333,7 +333,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Run every (demand model, N, kind) point and the analytic grid; write DIR/softbw-oc/."""
     from rich.progress import Progress
 
-    from paccp.experiments.workload import print_table, write_table
+    from paccp.experiments._common import print_table, write_table
 
     t0 = time.perf_counter()
     out = opts.out_dir / EXP_ID

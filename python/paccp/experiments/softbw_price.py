@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from paccp.common.usage import write_usage
 from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.scenario import SoftBWCfg, check_softbw_host, epoch_ns
 from paccp.softbw.model import KINDS, simulate
 from paccp.softbw.records import VmMeta, cycle_rows, usage_records, write_cycles
-from paccp.usage import write_usage
 
 EXP_ID = "softbw-price"
 TITLE = "SoftBW usage-based charging: an invoice from a SoftBW run and per-VM price-performance consistency"
@@ -118,7 +118,7 @@ def expected_totals(
 
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Simulate, bill through the CLI, check consistency; write DIR/softbw-price/."""
-    from paccp.experiments.workload import print_table, write_table
+    from paccp.experiments._common import print_table, write_table
     from paccp.pricing.book import load_book
     from paccp.pricing.charging import charge
 

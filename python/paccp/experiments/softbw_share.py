@@ -129,8 +129,8 @@ def plot(points: list[dict[str, Any]], out: Path) -> Path:
 
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """All points; summary with per-VM rates and fulfilments, checks against the slides."""
-    from paccp.experiments.workload import print_table, write_table
-    from paccp.rundir import run_engine, window_rates
+    from paccp.experiments._common import print_table, write_table
+    from paccp.sim.rundir import run_engine, window_rates
 
     t0 = time.perf_counter()
     out = opts.out_dir / EXP_ID

@@ -157,8 +157,8 @@ def plot(points: list[dict[str, Any]], ratios: dict[str, list[float]], out: Path
 
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """All (scheme, seed) points; FCT per size class; the ES/SoftBW ratio with its CI over seeds."""
-    from paccp.experiments.workload import print_table, write_table
-    from paccp.rundir import flow_table, run_engine
+    from paccp.experiments._common import print_table, write_table
+    from paccp.sim.rundir import flow_table, run_engine
 
     t0 = time.perf_counter()
     out = opts.out_dir / EXP_ID

@@ -1,7 +1,7 @@
 """Workload-driven experiments: the rcos study (paper Figs. 2-3) and VBP/FBP price-performance (Figs. 8-11).
 
 Every experiment is a grid of points (load x seed, and rcos for the rcos study) run through
-:func:`paccp.sweep.run_points` (cached in ``DIR/<id>/cache``, so a rerun or an interrupted run resumes).
+:func:`paccp.sim.sweep.run_points` (cached in ``DIR/<id>/cache``, so a rerun or an interrupted run resumes).
 Each writes ``DIR/<id>/summary.json``, ``table.md``, ``fct_norm.png``/``meet_rate.png`` (or ``rcos.png``) and
 ``points/<name>/flows.parquet`` (flow records with deadlines).
 
@@ -32,33 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paccp.cos import classify
+from paccp.common.outdir import write_text_atomic
 from paccp.experiments import Experiment, ExperimentOptions, check, register
-from paccp.metrics import SIZE_GROUPS, combine_seeds
-from paccp.outdir import write_text_atomic
-from paccp.sweep import Point, resolve, run_points
-from paccp.units import parse_rate_bps
+from paccp.experiments._common import print_table, write_table
+from paccp.experiments._workload_lib import FULL, QUICK, Size, scenario_dict
+from paccp.sim.metrics import SIZE_GROUPS, combine_seeds
+from paccp.sim.sweep import Point, resolve, run_points
 
 LOAD_DEFINITION = (
     "load = offered inter-rack traffic / total leaf-to-spine capacity (leaves x spines x fabric rate); "
     "Poisson arrivals, source uniform, destination uniform in another rack"
 )
 
-
-@dataclass(frozen=True)
-class Size:
-    """Fabric size and timing of a workload run."""
-
-    leaves: int
-    spines: int
-    hosts_per_leaf: int
-    warmup_ms: float
-    measure_ms: float  # arrivals stop here
-    drain_ms: float  # extra simulated time after the last arrival
-
-
-FULL = Size(6, 5, 40, warmup_ms=50, measure_ms=800, drain_ms=100)
-QUICK = Size(3, 2, 16, warmup_ms=5, measure_ms=30, drain_ms=10)
 
 FULL_LOADS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 QUICK_LOADS = (0.3, 0.8)
@@ -72,87 +57,12 @@ SMOKE_NOTE = (
 )
 FULL_SEEDS = 3  # seeds opts.seed .. opts.seed + FULL_SEEDS - 1 (quick: one seed)
 
-VBP_PAIRS = {"be": ("0bit", 1.0), "ds": ("0bit", 2.0), "mrg": ("5Gbit", 2.0)}
-FBP_MIX = (("be", 0.6, "0bit", 1.0), ("ds", 0.2, "0bit", 2.0), ("mrg", 0.2, "2.5Gbit", 2.0))
-RCOS_THETA = "3Gbit"
 
 DEADLINES: dict[str, dict[str, Any]] = {
     "rcos": {"kind": "size_class", "small_ms": 0.7, "medium_ms": 2.0, "big_rate": "3Gbit"},
     "vbp": {"kind": "active_share", "rate": "5Gbit", "split": True, "floor_ms": 1.0},
     "fbp": {"kind": "active_share", "rate": "2.5Gbit", "split": False, "floor_ms": 1.0, "link": "10Gbit"},
 }
-
-
-def host_roles(size: Size, kind: str) -> dict[str, str]:
-    """Class of service of each host's VM: rcos half BE / half MRG; VBP 1/2 BE, 1/4 DS, 1/4 MRG per rack."""
-    roles: dict[str, str] = {}
-    h = size.hosts_per_leaf
-    for leaf in range(size.leaves):
-        for j in range(h):
-            if kind == "rcos":
-                role = "be" if j < h // 2 else "mrg"
-            else:
-                role = "be" if j < h // 2 else ("ds" if j < 3 * h // 4 else "mrg")
-            roles[f"h{leaf * h + j}"] = role
-    return roles
-
-
-def scenario_dict(
-    kind: str,
-    workload: str,
-    load: float,
-    seed: int,
-    size: Size,
-    rcos: float = 3.0,
-    transport: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The scenario (TOML schema of :mod:`paccp.scenario`) of one point; ``kind`` is rcos, vbp or fbp."""
-    stop_ms = size.measure_ms
-    sc: dict[str, Any] = {
-        "run": {
-            "seed": seed,
-            "duration": f"{stop_ms + size.drain_ms:g}ms",
-            "warmup": f"{size.warmup_ms:g}ms",
-            "sample_flows": "none",
-        },
-        **({"transport": dict(transport)} if transport else {}),
-        "cc": {"kind": "paccp", "rcos": max(rcos, 1.5)},
-        "topology": {
-            "kind": "leaf_spine",
-            "leaves": size.leaves,
-            "spines": size.spines,
-            "hosts_per_leaf": size.hosts_per_leaf,
-        },
-        "routing": {"kind": "ecmp"},
-        "arrivals": [{"workload": workload, "load": load, "stop": f"{stop_ms:g}ms"}],
-    }
-    if kind == "fbp":
-        sc["arrivals"][0]["cos"] = {
-            "kind": "mix",
-            "classes": [
-                {"label": c.upper(), "prob": p, "theta": th, "omega": om} for c, p, th, om in FBP_MIX
-            ],
-        }
-        return sc
-    sc["vms"] = []
-    for host, role in host_roles(size, kind).items():
-        if kind == "rcos":
-            theta, omega = (RCOS_THETA if rcos > 1.0 else "0bit", 1.0) if role == "mrg" else ("0bit", 1.0)
-        else:
-            theta, omega = VBP_PAIRS[role]
-        cos = classify(parse_rate_bps(theta), omega)  # an MRG VM without theta (rcos = 1) is BE
-        sc["vms"].append(
-            {
-                "id": f"vm-{host}",
-                "host": host,
-                "theta": theta,
-                "omega": omega,
-                "cos": cos,
-                "label": role.upper(),
-            }
-        )
-    sc["arrivals"][0]["cos"] = {"kind": "by_vm"}
-    return sc
 
 
 @dataclass(frozen=True)
@@ -450,32 +360,6 @@ def _nan(x: float | None, default: float = float("nan")) -> float:
     return default if x is None else float(x)
 
 
-def write_table(summary: dict[str, Any], out: Path) -> str:
-    """``table.md``: statement, paper, ours, holds?"""
-    lines = [f"# {summary['title']}", "", "| statement | paper | ours | holds? |", "|---|---|---|---|"]
-    for c in summary["checks"]:
-        holds = {True: "yes", False: "**no**", None: "n/a"}[c["holds"]]
-        lines.append(f"| {c['statement']} | {c['paper']} | {c['ours']} | {holds} |")
-    text = "\n".join(lines) + "\n"
-    write_text_atomic(out / "table.md", text)
-    return text
-
-
-def print_table(summary: dict[str, Any]) -> None:
-    """Print the comparison table (rich)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(title=escape(summary["title"]))
-    for col in ("statement", "paper", "ours", "holds?"):
-        t.add_column(col)
-    for c in summary["checks"]:
-        cells = (c["statement"], c["paper"], c["ours"], {True: "yes", False: "NO", None: "n/a"}[c["holds"]])
-        t.add_row(*(escape(str(x)) for x in cells))
-    Console().print(t)
-
-
 def run_spec(spec: Spec, opts: ExperimentOptions, *, workers: int = 2, show: bool = True) -> dict[str, Any]:
     """Run (or resume from the cache) one experiment and write its outputs."""
     return prepare_spec(spec, opts, workers=workers, show=show)()
@@ -536,14 +420,6 @@ def _run_prepared(
         if opts.quick:
             print(f"{spec.id}: {SMOKE_NOTE}")
     return summary
-
-
-def bench_fig8_scenario() -> dict[str, Any]:
-    """The ``paccp bench`` workload point: fig8 (VBP, WebSearch) at 80 % load, full paper fabric.
-
-    240 hosts; arrivals for 800 ms (about 56,000 flows), then 100 ms of drain.
-    """
-    return scenario_dict("vbp", "websearch", 0.8, 1, FULL)
 
 
 def _runner(spec: Spec) -> Any:

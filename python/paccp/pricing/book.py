@@ -24,9 +24,9 @@ from pydantic import (
     model_validator,
 )
 
+from paccp.common.usage import MAX_LINK_BPS, MAX_OMEGA
 from paccp.errors import UserError
 from paccp.units import parse_rate_bps
-from paccp.usage import MAX_LINK_BPS, MAX_OMEGA
 
 Model = Literal["vbp", "fbp", "softbw"]
 MODELS: tuple[Model, ...] = ("vbp", "fbp", "softbw")

@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from paccp.common.usage import UsageRecord
 from paccp.errors import UserError
 from paccp.pricing.book import FBPBook, PriceBook, SoftBWBook, VBPBook
 from paccp.pricing.quote import CTX, gbps, hours, linear_terms, softbw_terms
-from paccp.usage import UsageRecord
 
 
 def check_chargeable(r: UsageRecord, model: str, book: PriceBook, where: str) -> None:

@@ -38,10 +38,10 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, 
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
+from paccp.common.usage import UsageRecord, _no_control, read_usage
 from paccp.errors import UserError
 from paccp.pricing import schema
 from paccp.pricing.book import MODELS, PriceBook, book_digest, parse_book
-from paccp.usage import UsageRecord, _no_control, read_usage
 
 BUSY_TIMEOUT_S = 60.0
 #: Key of the PostgreSQL advisory lock that serialises the ledger's writers ("PACCPLDG").

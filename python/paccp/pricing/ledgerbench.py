@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from paccp.common.usage import UsageRecord, read_usage, write_usage
 from paccp.errors import UserError
 from paccp.pricing.book import default_book_path
-from paccp.usage import UsageRecord, read_usage, write_usage
 
 T0 = 1_793_491_200_000_000_000  # 2026-11-01T00:00:00Z
 SLICE_NS = 15 * 60 * 10**9

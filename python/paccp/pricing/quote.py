@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
+from paccp.common.usage import MAX_LINK_BPS, MAX_OMEGA, MIN_OMEGA
 from paccp.errors import UserError
 from paccp.pricing.book import MAX_AMOUNT, FBPBook, PriceBook, SoftBWBook, VBPBook, load_book
 from paccp.units import format_rate
-from paccp.usage import MAX_LINK_BPS, MAX_OMEGA, MIN_OMEGA
 
 CTX = decimal.Context(prec=50, rounding=decimal.ROUND_HALF_EVEN)
 NS_PER_HOUR = Decimal(3_600_000_000_000)
@@ -123,7 +123,7 @@ class Quote:
 
 def check_pair(cos: str, theta_bps: int, omega: Decimal) -> None:
     """The CoS rules of the paper: BE (0, 1), DS (0, omega > 1), MRG (theta > 0, omega >= 1)."""
-    from paccp.cos import purchase_error
+    from paccp.common.cos import purchase_error
 
     bad = purchase_error(cos, theta_bps, omega)
     if bad is not None:

@@ -20,10 +20,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from paccp.common.usage import UsageRecord, read_usage
 from paccp.errors import UserError
 from paccp.pricing.book import PriceBook
 from paccp.pricing.charging import charge
-from paccp.usage import UsageRecord, read_usage
 
 COS = {"strict": "mrg", "fair": "ds", "best_effort": "be"}
 GUARANTEE = {"strict": "strict", "fair": "fair", "best_effort": "none"}

@@ -97,7 +97,7 @@ def _workload_loads(loads: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _sweep_points(points: Sequence[Mapping[str, Any]]) -> str:
-    from paccp.metrics import headline
+    from paccp.sim.metrics import headline
 
     flat = [headline(p) for p in points]
     cols: list[str] = []
@@ -154,7 +154,7 @@ def section(summary_path: Path, root: Path) -> str:
     elif summary.get("kind") == "sweep" and isinstance(summary.get("points"), list):
         parts.append(_sweep_points(summary["points"]))
     elif summary.get("kind") == "compare":  # paccp compare (paccp.compare)
-        from paccp.compare.table import html_tables
+        from paccp.report.tables import html_tables
 
         parts.append(html_tables(summary, _table, _esc))
     else:
@@ -173,7 +173,7 @@ def write_report(directory: Path) -> tuple[Path, list[tuple[Path, str]]]:
     Returns its path and the summaries skipped (path, reason): one that cannot be read or rendered is
     listed in the report and returned, and never stops the others.
     """
-    from paccp.outdir import write_text_atomic
+    from paccp.common.outdir import write_text_atomic
 
     if not directory.is_dir():
         raise UserError(f"{directory}: no such directory")

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from paccp.common.usage import UsageRecord
 from paccp.softbw.model import BEST_EFFORT, DYNAMIC, FAIR, KINDS, STRICT, Run
-from paccp.usage import UsageRecord
 
 COS_OF = {STRICT: "mrg", DYNAMIC: "mrg", FAIR: "ds", BEST_EFFORT: "be"}
 GUARANTEE_OF = {STRICT: "strict", DYNAMIC: "dynamic", FAIR: "fair", BEST_EFFORT: "none"}

@@ -16,9 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+from paccp.common.usage import UsageRecord, write_usage
 from paccp.pricing.charging import build_invoice, parse_period
 from paccp.pricing.ledger import Ledger
-from paccp.usage import UsageRecord, write_usage
 
 T0 = 1_793_491_200_000_000_000  # 2026-11-01T00:00:00Z
 H = 3_600_000_000_000

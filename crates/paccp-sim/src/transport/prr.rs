@@ -20,6 +20,17 @@
 //! yet retransmitted.
 //! Outside recovery the duplicate-ACKed segments do not count in flight either, which is RFC 3042's
 //! limited transmit as Linux does it. Used by the NewReno sender (`sack` false) when `prr` is on.
+//!
+//! Two departures from Linux, each where Linux waits for its retransmission timer (200 ms at least)
+//! with no ACK left to come (issue 31: one of four long-lived flows acknowledged 0.19 MB in 200 ms):
+//! - a partial ACK that answers the sender's newest transmission retransmits the new first
+//!   unacknowledged segment even when `sndcnt` is 0 ([`Prr::allow_one`]). The pipe of a NewReno
+//!   sender counts every segment lost with the first one, so after a burst of losses the recovery
+//!   stays in the proportional phase, which sends about `ssthresh / RecoverFS` segments per segment
+//!   delivered: the ACK clock thins to the partial ACKs' retransmissions alone, and one held back
+//!   leaves nothing in flight;
+//! - a lost retransmission of the first unacknowledged segment is found by the send times the
+//!   duplicate ACKs echo ([`RenoSacks::head_rtx_lost`]): a segment sent after it arrived, it did not.
 
 /// PRR state of one recovery.
 #[derive(Debug, Clone, Default)]
@@ -74,6 +85,12 @@ impl Prr {
         self.cwnd = pipe + sndcnt.max(0) as u64;
     }
 
+    /// Lets one more segment go with `pipe` segments in flight, whatever `sndcnt` said (counted in
+    /// `out` when sent, so the proportional phase takes it back from later ACKs).
+    pub(crate) fn allow_one(&mut self, pipe: u64) {
+        self.cwnd = self.cwnd.max(pipe + 1);
+    }
+
     /// Whether one more segment may be sent with `pipe` segments in flight.
     #[inline]
     pub(crate) fn may_send(&self, pipe: u64) -> bool {
@@ -121,6 +138,13 @@ pub(crate) struct RenoSacks {
     pub(crate) rtx_seg: u64,
     /// The send time of the last such retransmission found spurious (0 = none).
     pub(crate) spurious_at: u64,
+    /// The send time of the sender's newest transmission and the segments sent at that instant (see
+    /// [`Self::acks_newest`]).
+    pub(crate) last_tx_at: u64,
+    pub(crate) last_tx_n: u32,
+    /// In a recovery: the send time of the pending retransmission of the first unacknowledged
+    /// segment (0 = none; see [`Self::head_rtx_lost`]).
+    pub(crate) head_rtx_at: u64,
 }
 
 impl RenoSacks {
@@ -172,6 +196,43 @@ impl RenoSacks {
     /// Whether a duplicate ACK echoing `ts` answers the retransmission found spurious.
     pub(crate) fn spurious_dupack(&self, ts: u64) -> bool {
         self.spurious_at != 0 && ts == self.spurious_at
+    }
+
+    /// A segment sent at `now`.
+    pub(crate) fn note_tx(&mut self, now: u64) {
+        if now == self.last_tx_at {
+            self.last_tx_n = self.last_tx_n.saturating_add(1);
+        } else {
+            self.last_tx_at = now;
+            self.last_tx_n = 1;
+        }
+    }
+
+    /// Whether an ACK echoing send time `ts` answers the sender's newest transmission, the only
+    /// segment sent at its instant (the echo cannot tell segments sent at one instant apart). Paths
+    /// deliver a flow's segments in order, so every segment sent before it and neither acknowledged
+    /// nor duplicate-ACKed is lost, whatever the pipe still counts: no later ACK will come.
+    pub(crate) fn acks_newest(&self, ts: u64) -> bool {
+        ts == self.last_tx_at && self.last_tx_n == 1
+    }
+
+    /// Records a retransmission of the first unacknowledged segment at `now` in a recovery.
+    pub(crate) fn note_head_rtx(&mut self, now: u64) {
+        self.head_rtx_at = now;
+    }
+
+    /// A duplicate ACK in a recovery echoing send time `ts`: if a segment sent after the pending
+    /// retransmission of the first unacknowledged segment has arrived (the receiver echoes the send
+    /// time of the segment that triggered the ACK) while the retransmission has not, the
+    /// retransmission is lost (in-order paths, as RACK reasons with SACK); the head is marked lost
+    /// again, to be retransmitted within PRR's window. Returns whether it was.
+    pub(crate) fn head_rtx_lost(&mut self, ts: u64) -> bool {
+        if self.head_rtx_at != 0 && ts > self.head_rtx_at && !self.head_lost {
+            self.head_lost = true;
+            self.head_rtx_at = 0;
+            return true;
+        }
+        false
     }
 
     /// The pipe of a NewReno sender with `outstanding` segments unacknowledged.

@@ -27,6 +27,7 @@ impl Flow {
         let payload = self.seg_payload(seg, cx.p.mss);
         let s = &mut self.snd;
         s.cc.on_send(&mut s.win, seg, &ctx);
+        s.reno.note_tx(cx.now());
         if seg < s.high_tx {
             s.retransmits += 1;
         } else {
@@ -176,6 +177,7 @@ impl Flow {
             if s.reno.head_lost {
                 let s = &mut self.snd;
                 s.reno.head_lost = false;
+                s.reno.note_head_rtx(cx.now());
                 s.prr.out += 1;
                 let u = s.snd_una;
                 self.send_segment(idx, u, cx);
@@ -313,6 +315,7 @@ impl Flow {
                     s.inflate = 0;
                     s.rack_lost = 0;
                     // NewReno: the duplicate-ACK marks stay (ns-3), see [`RenoSacks`].
+                    s.reno.head_rtx_at = 0;
                     s.win.cwnd = s.win.ssthresh;
                 } else if !sack && p.prr {
                     // RFC 6582 step 3 as Linux does it: a partial ACK marks the new first
@@ -320,11 +323,19 @@ impl Flow {
                     // pipe without it (no SSRB bonus: a loss was newly marked, tcp_cwnd_reduction), and
                     // the send loop retransmits it first within that window, counted in prr_out
                     // (tcp_xmit_retransmit_queue): sndcnt segments in all. With sndcnt 0 the
-                    // retransmission waits for a later ACK (ns-3 sends it at once).
+                    // retransmission waits for a later ACK (ns-3 sends it at once), unless this ACK
+                    // answers the newest transmission: then no later ACK will come (the pipe still
+                    // counts the segments lost with the first one; in a long recovery PRR's
+                    // proportional phase thins the ACK clock down to the retransmissions alone),
+                    // and Linux would wait for the timer, so the retransmission goes now.
                     s.reno.head_lost = true;
+                    s.reno.head_rtx_at = 0;
                     let pipe = s.reno.pipe(s.snd_nxt - s.snd_una);
                     let ss = s.win.ssthresh;
                     s.prr.on_ack(delivered, pipe, ss, false);
+                    if s.reno.acks_newest(pkt.ts) {
+                        s.prr.allow_one(pipe);
+                    }
                 } else if !sack {
                     s.inflate = s.inflate.saturating_sub(newly) + 1;
                     retransmit = true;
@@ -376,6 +387,9 @@ impl Flow {
                     self.enter_sack_recovery(idx, cx);
                 }
             } else if p.prr {
+                if s.in_recovery {
+                    s.reno.head_rtx_lost(pkt.ts);
+                }
                 self.reno_prr_dupack(idx, cx);
             } else if s.in_recovery {
                 s.inflate += 1;

@@ -286,18 +286,19 @@ fn scripted_recovery(w: u64, lost: &[u64]) -> Vec<(u64, Term, u64)> {
         cwnd: w,
         ..Linux::default()
     };
-    // The path: segments in flight in sending order, (segment, a first transmission).
-    let mut path: VecDeque<(u64, bool)> = VecDeque::new();
+    // The path: segments in flight in sending order, (segment, a first transmission, send time); the
+    // receiver's ACK echoes the send time of the segment that triggered it, as the engine's does.
+    let mut path: VecDeque<(u64, bool, u64)> = VecDeque::new();
     let mut now = 1_000_000;
     b.with(now, |f, cx| f.try_send(0, cx));
-    path.extend((0..b.flow.snd.snd_nxt).map(|s| (s, true)));
+    path.extend((0..b.flow.snd.snd_nxt).map(|s| (s, true, now)));
     linux.snd_nxt = b.flow.snd.snd_nxt;
     assert_eq!(linux.snd_nxt, w, "the initial window");
     let mut rcvd = BTreeSet::new();
     let mut rcv_nxt = 0;
     let mut partial = Vec::new();
     let mut k = 0;
-    while let Some((seg, first)) = path.pop_front() {
+    while let Some((seg, first, sent_at)) = path.pop_front() {
         if first && lost.contains(&seg) {
             continue;
         }
@@ -312,7 +313,7 @@ fn scripted_recovery(w: u64, lost: &[u64]) -> Vec<(u64, Term, u64)> {
         now += 1_000_000;
         let s = &b.flow.snd;
         let (una0, nxt0, rtx0) = (s.snd_una, s.snd_nxt, s.retransmits);
-        let ack = pure_ack(rcv_nxt, now - 1_000);
+        let ack = pure_ack(rcv_nxt, sent_at);
         b.with(now, |f, cx| f.on_ack(0, ack, cx));
         let s = &b.flow.snd;
         let (rtx, new) = (s.retransmits - rtx0, s.snd_nxt - nxt0);
@@ -333,8 +334,8 @@ fn scripted_recovery(w: u64, lost: &[u64]) -> Vec<(u64, Term, u64)> {
             partial.push((rcv_nxt, t, want_rtx + want_new));
         }
         // The engine's retransmissions are of its first unacknowledged segment.
-        path.extend((0..rtx).map(|_| (s.snd_una, false)));
-        path.extend((nxt0..s.snd_nxt).map(|x| (x, true)));
+        path.extend((0..rtx).map(|_| (s.snd_una, false, now)));
+        path.extend((nxt0..s.snd_nxt).map(|x| (x, true, now)));
     }
     assert!(linux.recovery, "the script must start a recovery");
     partial
@@ -425,6 +426,63 @@ fn a_partial_ack_where_the_delivered_term_binds_sends_only_the_retransmission() 
         "the retransmission of 11 only"
     );
     assert_eq!((s.prr.delivered, s.prr.out), (21, 21));
+}
+
+/// A NewReno flow of `n` segments (window `w`) on the scripted path without the timer: the first
+/// transmissions of `lost` and the first retransmissions of `lost_rtx` are dropped, every other
+/// segment is delivered in sending order and acknowledged at once, echoing its send time. Runs until
+/// nothing is left on the path; returns the flow's first unacknowledged segment then.
+fn scripted_newreno_without_timer(n: u64, w: u64, lost: &[u64], lost_rtx: &[u64]) -> u64 {
+    let mut b = Bench::flow(w as f64, Some(n * 1460), false, false);
+    let mut path: VecDeque<(u64, bool, u64)> = VecDeque::new();
+    let mut now = 1_000_000;
+    b.with(now, |f, cx| f.try_send(0, cx));
+    path.extend((0..b.flow.snd.snd_nxt).map(|s| (s, true, now)));
+    let (mut rcvd, mut rcv_nxt) = (BTreeSet::new(), 0);
+    let mut rtx_dropped = BTreeSet::new();
+    while let Some((seg, first, sent_at)) = path.pop_front() {
+        if first && lost.contains(&seg)
+            || !first && lost_rtx.contains(&seg) && rtx_dropped.insert(seg)
+        {
+            continue;
+        }
+        rcvd.insert(seg);
+        while rcvd.contains(&rcv_nxt) {
+            rcv_nxt += 1;
+        }
+        now += 1_000_000;
+        let s = &b.flow.snd;
+        let (una0, nxt0, rtx0) = (s.snd_una, s.snd_nxt, s.retransmits);
+        let ack = pure_ack(rcv_nxt, sent_at);
+        b.with(now, |f, cx| f.on_ack(0, ack, cx));
+        let s = &b.flow.snd;
+        // Retransmissions are of the first unacknowledged segment (after this ACK: `una0` or above).
+        let head = s.snd_una.max(una0);
+        path.extend((0..s.retransmits - rtx0).map(|_| (head, false, now)));
+        path.extend((nxt0..s.snd_nxt).map(|x| (x, true, now)));
+    }
+    assert_eq!(b.flow.snd.timeouts, 0);
+    b.flow.snd.snd_una
+}
+
+#[test]
+fn a_long_newreno_recovery_does_not_freeze_when_prr_holds_the_last_retransmission() {
+    // Window 20, segments 0..16 lost: 4 duplicate ACKs, then one partial ACK per RTT. PRR stays in its
+    // proportional phase (the pipe counts the lost segments) and sends about one segment per two
+    // delivered, so the ACK clock thins to the retransmissions alone; the partial ACK of segment 1's
+    // retransmission finds sndcnt 0 (Linux holds the retransmission of 2 back for a later ACK). No
+    // later ACK can come: the engine used to wait for the timer here (segment 2 first unacknowledged
+    // when the path ran dry); it now retransmits, as RFC 6582 does at every partial ACK.
+    let lost: Vec<u64> = (0..16).collect();
+    assert_eq!(scripted_newreno_without_timer(40, 20, &lost, &[]), 40);
+}
+
+#[test]
+fn a_lost_fast_retransmission_is_repaired_without_the_timer() {
+    // Window 20, segment 5 lost and so is its fast retransmission. The duplicate ACKs of the segments
+    // sent after the retransmission echo later send times: on an in-order path it is lost, and the
+    // head goes again (the engine used to keep sending new data on the duplicate ACKs until its timer).
+    assert_eq!(scripted_newreno_without_timer(60, 20, &[5], &[5]), 60);
 }
 
 /// An ACK of flow 0 up to `rcv_nxt` echoing `ts`, with the SACK blocks of `rcvd` above it (at most

@@ -150,8 +150,8 @@ def _legacy_drop_guards(dialect: str) -> list[str]:
 
 
 def _copy_legacy(conn: sa.Connection, tables: dict[str, sa.Table], old: set[str]) -> None:
+    from paccp.common.usage import parse_record
     from paccp.errors import UserError
-    from paccp.usage import parse_record
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
     if "tenant" in old:

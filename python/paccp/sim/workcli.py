@@ -17,8 +17,8 @@ def sweep(
     workers: int = typer.Option(2, "--workers", help="parallel points (local pool size / local Ray CPUs)"),
 ) -> None:
     """Run every point of a sweep; finished points are cached in OUT/cache and never recomputed."""
-    from paccp import sweep as sw
-    from paccp.outdir import check_out_dir
+    from paccp.common.outdir import check_out_dir
+    from paccp.sim import sweep as sw
 
     if executor not in ("local", "ray"):
         raise UserError(f"--executor must be 'local' or 'ray', got {executor!r}")

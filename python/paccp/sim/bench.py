@@ -63,7 +63,7 @@ def _websearch() -> dict[str, Any]:
 
 
 def _fig8_point() -> dict[str, Any]:
-    from paccp.experiments.workload import bench_fig8_scenario  # workload area
+    from paccp.experiments._workload_lib import bench_fig8_scenario  # workload area
 
     return bench_fig8_scenario()
 
@@ -161,8 +161,8 @@ GROUPS = {
 
 def run_one(key: str) -> dict[str, Any]:
     """Run one benchmark in this process and return its figures."""
-    from paccp import engine
     from paccp.scenario import parse_scenario, to_engine
+    from paccp.sim import engine
 
     name, build = BENCHMARKS[key]
     scn = build()
@@ -209,7 +209,7 @@ def run_one(key: str) -> dict[str, Any]:
 def memory_curve(kib: tuple[int, ...] | None = None, loads: int = MEMORY_LOADS) -> dict[str, float]:
     """This machine's memory latency by working-set size: ``{KiB: ns per dependent load}`` (keys are
     strings, for JSON), at the engine's sizes unless ``kib`` is given."""
-    from paccp.engine import memory_latency_ns, memory_sizes_kib
+    from paccp.sim.engine import memory_latency_ns, memory_sizes_kib
 
     sizes = kib if kib is not None else memory_sizes_kib()
     return {str(k): round(memory_latency_ns(k * 1024, loads), 1) for k in sizes}
@@ -250,7 +250,7 @@ def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> N
         else:
             known = ", ".join([*BENCHMARKS, *GROUPS])
             raise UserError(f"--only: unknown benchmark {k!r} (known: {known})")
-    from paccp.outdir import check_out_file
+    from paccp.common.outdir import check_out_file
 
     for path, option in ((out, "--out"), (plot, "--plot")):
         if path:
@@ -288,7 +288,7 @@ def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> N
     text = json.dumps(doc, indent=2, sort_keys=True)
     print(text)
     if out:
-        from paccp.outdir import write_text_atomic
+        from paccp.common.outdir import write_text_atomic
 
         write_text_atomic(Path(out), text + "\n")
     if plot:
@@ -296,9 +296,9 @@ def run_cli(only: str = "", out: str = "", plot: str = "", rounds: int = 1) -> N
 
 
 def _in_subprocess(arg: str, what: str) -> Any:
-    """``python -m paccp.simbench ARG`` in a fresh interpreter (its own peak RSS); its JSON output."""
+    """``python -m paccp.sim.bench ARG`` in a fresh interpreter (its own peak RSS); its JSON output."""
     proc = subprocess.run(
-        [sys.executable, "-m", "paccp.simbench", arg], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "paccp.sim.bench", arg], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -315,7 +315,7 @@ def plot_cost(results: dict[str, Any], path: Path, load_average: list[float] | N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from paccp.outdir import write_bytes_atomic
+    from paccp.common.outdir import write_bytes_atomic
 
     points = [
         (r["hosts"], r["peak_packets_in_flight"], r[SCALE_METRIC] / 1e6, r.get("load"))

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from paccp.errors import UserError
-from paccp.scenario import _M, Duration, Rate, Size, parse_duration_ns
+from paccp.scenario.fields import _M, Duration, Rate, Size
+from paccp.units import parse_duration_ns
 
 if TYPE_CHECKING:
-    from paccp.scenario import Scenario
+    from paccp.scenario.models import Scenario
 
 
 class ElasticSwitch(_M):
@@ -81,7 +82,7 @@ class ElasticSwitch(_M):
 
     def to_engine(self, sc: Scenario, eng: dict[str, Any]) -> dict[str, Any]:
         """The engine JSON of ``sc``: per-VM-pair limiters at every host's egress."""
-        from paccp.scenario import access_rate_bps, hosts
+        from paccp.scenario.topology import access_rate_bps, hosts
 
         host_names = hosts(sc.topology)
         index = {h: i for i, h in enumerate(host_names)}

@@ -23,7 +23,7 @@ MAX_CDF_BYTES = 10 * 10**6  # a CDF file is a few hundred lines; refuse to read 
 
 def data_dir() -> Path:
     """Directory of the shipped workload CDFs (``data/workloads`` in the repository)."""
-    return Path(__file__).resolve().parents[2] / "data" / "workloads"
+    return Path(__file__).resolve().parents[3] / "data" / "workloads"
 
 
 @dataclass(frozen=True)

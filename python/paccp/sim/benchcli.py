@@ -1,6 +1,6 @@
 """``paccp bench``: speed figures as JSON.
 
-``paccp bench`` runs the simulator benchmarks (owned by the simulator area, ``paccp.simbench``);
+``paccp bench`` runs the simulator benchmarks (owned by the simulator area, ``paccp.sim.bench``);
 ``paccp bench datapath`` is added by the datapath area.
 """
 
@@ -30,6 +30,6 @@ def bench(
     """Run the simulator benchmarks (when no sub-command is given)."""
     if ctx.invoked_subcommand is not None:
         return
-    from paccp import simbench
+    from paccp.sim import bench as simbench
 
     simbench.run_cli(only=only, out=out, plot=plot, rounds=rounds)

@@ -17,7 +17,7 @@ def optimum(
     problem: Path = typer.Argument(..., help="problem JSON: {links: {name: bps}, flows: [...]}"),
 ) -> None:
     """Solve max sum omega*log(x) s.t. link capacities and x >= theta; print rates, utility, bottlenecks."""
-    from paccp import optimum as opt
+    from paccp.sim import optimum as opt
 
     sol = opt.solve(opt.load_problem(problem))
     typer.echo(json.dumps(sol.to_json(), indent=2, sort_keys=True))
@@ -29,8 +29,8 @@ def run(
     seed: int | None = typer.Option(None, "--seed", help="override [run] seed"),
 ) -> None:
     """Run one scenario and write a run directory (summary.json, flows.parquet/csv, usage.jsonl, plots)."""
-    import paccp.rundir as rundir
-    from paccp.outdir import check_out_dir
+    import paccp.sim.rundir as rundir
+    from paccp.common.outdir import check_out_dir
     from paccp.scenario import load_scenario
 
     check_out_dir(out, replace=True)
@@ -58,8 +58,8 @@ def reproduce(
     ),
 ) -> None:
     """Reproduce paper experiments and compare with the paper's numbers and the optimum."""
+    from paccp.common.outdir import check_out_dir
     from paccp.experiments import ExperimentOptions, load_all
-    from paccp.outdir import check_out_dir
     from paccp.units import parse_duration_ns
 
     registry = load_all()

@@ -47,7 +47,7 @@ _RNG_STREAM = 0x4D52  # "MR": the placement stream, independent of the engine's 
 
 def trace_path() -> Path:
     """The shipped Facebook 2010 trace (``data/traces/`` in the repository)."""
-    return Path(__file__).resolve().parents[2] / "data" / "traces" / TRACE_FILE
+    return Path(__file__).resolve().parents[3] / "data" / "traces" / TRACE_FILE
 
 
 @dataclass(frozen=True)

@@ -59,11 +59,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from paccp.errors import UserError
-from paccp.scenario import _M, Duration, Rate, Size
+from paccp.scenario.fields import _M, Duration, Rate, Size
 from paccp.units import parse_size_bytes
 
 if TYPE_CHECKING:
-    from paccp.scenario import Scenario
+    from paccp.scenario.models import Scenario
 
 UNIT_DEFAULT_BPS = 75_000_000  # the paper's bandwidth unit U
 LINUX_TCP_RMEM_MAX = 6_291_456  # Linux's default tcp_rmem max (the paper's setting 5 in Table 1)
@@ -138,7 +138,7 @@ class MptcpBgwc(_M):
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
-        from paccp.scenario import hosts
+        from paccp.scenario.topology import hosts
 
         vm_ids = {vm.id: vm for vm in sc.vms}
         for vm_id, level in self.competition_levels.items():
@@ -372,7 +372,7 @@ def disjoint_paths(sc: Scenario, src: str, dst: str) -> int:
     A host's own access links are shared by all its subflows (one NIC), so they do not limit M; two hosts
     on the same switch have one path.
     """
-    from paccp.scenario import Dumbbell, LeafSpine
+    from paccp.scenario.topology import Dumbbell, LeafSpine
 
     topo = sc.topology
     if isinstance(topo, Dumbbell):

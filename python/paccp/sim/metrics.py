@@ -1,7 +1,7 @@
 """Flow-level metrics of workload runs: FCT per size class and class of service, deadlines, seeds.
 
 All functions are pure: they take a flows table (a list of row dicts with at least ``cos``, ``src``,
-``size_bytes``, ``start_ns``, ``finish_ns``; the columns of ``paccp.rundir.FLOW_COLUMNS``) and return
+``size_bytes``, ``start_ns``, ``finish_ns``; the columns of ``paccp.sim.rundir.FLOW_COLUMNS``) and return
 plain dicts that go straight into ``summary.json``.
 
 Rules (also in README, section "workloads"):
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from paccp.workload import MEDIUM_MAX_BYTES, SMALL_MAX_BYTES, DeadlineRule, deadlines_ns
+from paccp.traffic.workload import MEDIUM_MAX_BYTES, SMALL_MAX_BYTES, DeadlineRule, deadlines_ns
 
 SIZE_GROUPS = ("overall", "small", "medium", "big")
 COS_ORDER = ("be", "ds", "mrg")

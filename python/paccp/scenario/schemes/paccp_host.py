@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from paccp.errors import UserError
-from paccp.scenario import _M, Duration, Size, parse_duration_ns
+from paccp.scenario.fields import _M, Duration, Size
+from paccp.units import parse_duration_ns
 
 if TYPE_CHECKING:
-    from paccp.scenario import Scenario
+    from paccp.scenario.models import Scenario
 
 
 class PaccpHost(_M):
@@ -54,7 +55,7 @@ class PaccpHost(_M):
 
     def to_engine(self, sc: Scenario, eng: dict[str, Any]) -> dict[str, Any]:
         """The engine JSON of ``sc``: the paccp_host selector at every host with a VM."""
-        from paccp.scenario import access_rate_bps
+        from paccp.scenario.topology import access_rate_bps
 
         vms = {
             vm.id: {

@@ -36,7 +36,7 @@ from pydantic import (
 )
 
 from paccp import limits
-from paccp.cos import pair_error
+from paccp.common.cos import pair_error
 from paccp.errors import UserError
 from paccp.limits import INT64_MAX
 
@@ -127,7 +127,7 @@ class UsageRecord(BaseModel):
                 f" {self.end_ns - self.start_ns} ns"
             )
         # omega is not pinned per CoS: VBP splits a VM's omega over its flows (a BE flow may carry 0.5).
-        if pair_error(self.cos, self.theta_bps) is not None:  # the class/theta rule of paccp.cos
+        if pair_error(self.cos, self.theta_bps) is not None:  # the class/theta rule of paccp.common.cos
             need = "> 0" if self.cos == "mrg" else "= 0"
             raise ValueError(
                 f"a{'n' if self.cos == 'mrg' else ''} {self.cos} record must have theta_bps {need}"

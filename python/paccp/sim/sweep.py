@@ -2,8 +2,8 @@
 
 A **point** is one scenario (a dict in the TOML schema of :mod:`paccp.scenario`, seed included), an optional
 deadline rule and the grid values that produced it. Evaluating a point runs the engine, builds the flows
-table (:func:`paccp.rundir.flow_table`), gives flows their deadlines and computes the workload metrics
-(:mod:`paccp.metrics`).
+table (:func:`paccp.sim.rundir.flow_table`), gives flows their deadlines and computes the workload metrics
+(:mod:`paccp.sim.metrics`).
 
 **Cache.** A point's key is the SHA-256 of the canonical JSON of its fully resolved engine input (which
 contains the seed) plus its deadline rule and warm-up. Its result is stored as ``DIR/cache/<key>.json``
@@ -39,12 +39,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from paccp.cos import from_label
+from paccp.common.cos import from_label
 from paccp.errors import UserError
 from paccp.limits import INT64_MAX, MAX_RATE_BPS
-from paccp.metrics import fct_norm_to_be, flow_stats, headline, meet_rates, with_deadlines
+from paccp.sim.metrics import fct_norm_to_be, flow_stats, headline, meet_rates, with_deadlines
+from paccp.traffic.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
 from paccp.units import parse_rate_bps
-from paccp.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
 
 if TYPE_CHECKING:
     from paccp.scenario import Scenario
@@ -95,7 +95,7 @@ def deadline_rule(spec: Mapping[str, Any] | None) -> DeadlineRule | None:
     if not isinstance(spec, Mapping):
         raise UserError(f"deadline: expected a table, got {type(spec).__name__}")
     kind = spec.get("kind")
-    # only the keys given are passed: the defaults live once, in the rule classes (paccp.workload)
+    # only the keys given are passed: the defaults live once, in the rule classes (paccp.traffic.workload)
     known = {
         "size_class": {"kind", "small_ms", "medium_ms", "big_rate"},
         "active_share": {"kind", "rate", "floor_ms", "split", "link"},
@@ -159,8 +159,8 @@ def engine_input(point: Point) -> dict[str, Any]:
 
 def point_key(point: Point) -> str:
     """Cache key: hash of the canonical engine input, the deadline rule, the warm-up and the engine build
-    (:func:`paccp.engine.source_hash`, so results of older engine code are never reused)."""
-    from paccp.engine import source_hash
+    (:func:`paccp.sim.engine.source_hash`, so results of older engine code are never reused)."""
+    from paccp.sim.engine import source_hash
 
     doc = {
         "engine": engine_input(point),
@@ -177,8 +177,8 @@ def evaluate(point: Point) -> dict[str, Any]:
     """Run one point and return its metrics (JSON-serialisable)."""
     import time
 
-    from paccp import engine
-    from paccp.rundir import flow_table, write_flows
+    from paccp.sim import engine
+    from paccp.sim.rundir import flow_table, write_flows
 
     resolved = resolve(point).resolved
     assert resolved is not None
@@ -470,7 +470,7 @@ def write_sweep_outputs(name: str, results: Iterable[Mapping[str, Any]], out_dir
     import csv
     import io
 
-    from paccp.outdir import write_text_atomic
+    from paccp.common.outdir import write_text_atomic
 
     res = list(results)
     summary = {

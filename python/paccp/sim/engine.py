@@ -3,7 +3,7 @@
 The engine takes one fully resolved scenario (a dict following docs/engine-contract.md) and returns its
 records. This module converts them to native Python structures:
 
->>> from paccp.engine import run
+>>> from paccp.sim.engine import run
 >>> res = run(scenario_dict)                      # doctest: +SKIP
 >>> res.flows.column("bytes_acked").to_pylist()   # doctest: +SKIP
 

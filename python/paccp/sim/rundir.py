@@ -7,7 +7,8 @@ Layout (docs/run-dir.md)::
     DIR/flows.parquet     one row per flow (columns: FLOW_COLUMNS)
     DIR/flows.csv         the same as CSV
     DIR/channels.csv      one row per channel (engine counters)
-    DIR/usage.jsonl       usage records (paccp.usage) with source "sim": one per flow, one per FBP slice
+    DIR/usage.jsonl       usage records (paccp.common.usage) with source "sim": one per flow, one per FBP
+                          slice
     DIR/rate_<LABEL>.png  per-class rate over time (sampled flows only)
 
 Small API, meant to be reused by other experiment modules:
@@ -36,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from paccp.cos import classify, flow_cos
-from paccp.guarantees import warnings_for
+from paccp.common.cos import classify, flow_cos
+from paccp.common.usage import UsageRecord, write_usage
 from paccp.scenario import Scenario, epoch_ns, to_engine
-from paccp.usage import UsageRecord, write_usage
+from paccp.sim.guarantees import warnings_for
 
 if TYPE_CHECKING:
-    from paccp.engine import EngineResult
+    from paccp.sim.engine import EngineResult
 
 FLOW_COLUMNS = (
     "id",
@@ -109,8 +110,8 @@ def engine_progress(description: str, enabled: bool = True) -> Iterator[Callable
 
 def run_engine(engine_json: dict[str, Any], description: str = "simulating") -> tuple[EngineResult, float]:
     """Run the engine on resolved JSON with a progress bar; return (result, wall seconds)."""
-    from paccp import engine
     from paccp.errors import UserError
+    from paccp.sim import engine
 
     t0 = time.perf_counter()
     with engine_progress(description) as cb:
@@ -363,7 +364,7 @@ def write_run_dir(
     ``engine_json`` is the resolved engine input the run was made from (:func:`paccp.scenario.to_engine`
     of ``sc``; computed here when not given).
     """
-    from paccp.report.plots import plot_class_rates
+    from paccp.sim.plots import plot_class_rates
 
     out.mkdir(parents=True, exist_ok=True)
     if engine_json is None:
@@ -393,10 +394,10 @@ def write_run_dir(
 def run_scenario(sc: Scenario, out: Path, *, scenario_text: str | None = None) -> dict[str, Any]:
     """Run a validated scenario and write its run directory.
 
-    The directory is written beside ``out`` and moved into place at the end (:mod:`paccp.outdir`): it
+    The directory is written beside ``out`` and moved into place at the end (:mod:`paccp.common.outdir`): it
     appears complete or not at all, and replaces a previous run's directory with everything in it.
     """
-    from paccp.outdir import staged_dir
+    from paccp.common.outdir import staged_dir
 
     engine_json = to_engine(sc)
     with staged_dir(out) as tmp:

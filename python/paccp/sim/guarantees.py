@@ -3,7 +3,7 @@
 Selling more guaranteed rate than a link carries is legitimate (over-commitment), but the user must be
 told. :func:`overcommitted` takes a finished run's flows (their routes, life times and pairs) and finds
 every channel on which the thetas of the flows crossing it at the same time sum to more than its rate.
-A VM's theta is split equally over its active flows (:func:`paccp.cos.split_pair`, as the engine does).
+A VM's theta is split equally over its active flows (:func:`paccp.common.cos.split_pair`, as the engine does).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from paccp.cos import split_pair
+from paccp.common.cos import split_pair
 
 REL_TOL = 1e-9
 
