@@ -2,8 +2,8 @@
 
 Mapping: the VM's pair (theta, omega) = (G, W) is read by the host's egress stage (scenario scheme
 ``paccp_host``, :mod:`paccp.scenario.schemes.paccp_host`); the guests run plain Reno (the host does not
-rely on the guest's transport). Price: the ``[vbp]`` section, P0 + P1 (W-1) + P2 G per VM-hour, as ``paccp-vbp``:
-the product sold is the same VM pair, only where it is enforced changes.
+rely on the guest's transport). Price: the ``[vbp]`` section, P0 + P1 (W-1) + P2 G per VM-hour, as
+``paccp-vbp``: the product sold is the same VM pair, only where it is enforced changes.
 
 :func:`variant` builds the ablation schemes (one part of the mechanism off each), which ``paccp compare``
 does not list by default.
