@@ -486,7 +486,7 @@ def run_engine(
 ) -> dict[str, Any]:
     """Per flow: bytes acknowledged over [start, start + duration] (as iperf3 counts a flow), per issue
     window, retransmissions and timeouts."""
-    from paccp import engine
+    from paccp.sim import engine
 
     doc = engine_twin(sc, prr, starts_ns, placement, ack_delay_ns)
     res = engine.run(doc)
