@@ -320,20 +320,21 @@ def _vm_totals(
 
 def print_table(summary: dict[str, Any]) -> None:
     """Print the comparison table (rich)."""
-    from rich.console import Console
-    from rich.table import Table
+    from paccp.common import console as cons
 
-    t = Table(
+    cols = ("class", "paper", "ours", "optimum", "ours/paper", "ours/opt", "< theta")
+    t = cons.table(
+        *cols,
         title=f"{summary['experiment']}: per-flow rates in Gb/s "
-        f"(seed {summary['seed']}, {summary['duration_s'] * 1e3:g} ms simulated)"
+        f"(seed {summary['seed']}, {summary['duration_s'] * 1e3:g} ms simulated)",
+        right=cols,
     )
-    for col in ("class", "paper", "ours", "optimum", "ours/paper", "ours/opt", "< theta"):
-        t.add_column(col, justify="right")
     for label, c in summary["classes"].items():
         ratio = c["rate_bps"] / c["paper_bps"]
         mark = "" if abs(ratio - 1) <= TOLERANCE else " *"
         below = f"{c['time_below_theta']:.1%}" if "time_below_theta" in c else ""
-        t.add_row(
+        cons.add_row(
+            t,
             label,
             f"{c['paper_bps'] / 1e9:.2f}",
             f"{c['rate_bps'] / 1e9:.2f}",
@@ -342,18 +343,19 @@ def print_table(summary: dict[str, Any]) -> None:
             f"{c['rate_bps'] / c['optimal_bps']:.2f}",
             below,
         )
-    console = Console()
+    console = cons.console()
     console.print(t)
-    console.print(
+    cons.echo(
         f"normalised utility (sum omega ln(rate/1Mb/s), ours / optimum): {summary['normalized_utility']:.4f}"
-        f"   (* = more than {TOLERANCE:.0%} from the paper)"
+        f"   (* = more than {TOLERANCE:.0%} from the paper)",
+        con=console,
     )
     if "vm_totals" in summary:
         for cos, kinds in summary["vm_totals"].items():
             parts = ", ".join(
                 f"{k} {v['rate_bps'] / 1e9:.2f} (opt {v['optimal_bps'] / 1e9:.2f})" for k, v in kinds.items()
             )
-            console.print(f"  {cos} per-VM total Gb/s: {parts}")
+            cons.echo(f"  {cos} per-VM total Gb/s: {parts}", con=console)
 
 
 def write_paper_scenarios(directory: Path) -> list[Path]:

@@ -125,16 +125,13 @@ def write_summary(out: Path, summary: dict[str, Any]) -> None:
 
 
 def print_checks(title: str, checks: list[dict[str, Any]]) -> None:
-    """The paper-vs-ours table of an experiment's checks (rich)."""
-    from rich.console import Console
-    from rich.table import Table
+    """The paper-vs-ours table of an experiment's checks (labels such as ``[drop-tail]`` kept literally)."""
+    from paccp.common import console as cons
 
-    t = Table(title=title)
-    for col in ("check", "paper", "ours", "holds"):
-        t.add_column(col)
+    t = cons.table("check", "paper", "ours", "holds", title=title)
     for c in checks:
-        t.add_row(c["statement"], str(c["paper"]), str(c["ours"]), "yes" if c["holds"] else "NO")
-    Console().print(t)
+        cons.add_row(t, c["statement"], c["paper"], c["ours"], "yes" if c["holds"] else "NO")
+    cons.print_table(t)
 
 
 def congestion_epochs(cuts: Mapping[str, np.ndarray], gap: int) -> list[set[str]]:

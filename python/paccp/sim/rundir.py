@@ -89,14 +89,18 @@ def engine_progress(description: str, enabled: bool = True) -> Iterator[Callable
     if not enabled:
         yield None
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(
+    from paccp.common.console import is_terminal, progress
+
+    if not is_terminal(stderr=True):  # a pipe or a log: no bar, no residue, no callback cost
+        yield None
+        return
+    with progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.percentage:>5.1f}% simulated"),
         TimeElapsedColumn(),
-        transient=True,
     ) as bar:
         from rich.markup import escape
 
