@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from paccp.common.cos import split_pair
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.scenario import parse_scenario, to_engine, to_toml
 from paccp.sim import optimum as opt
+from paccp.sim.optimum import optimum_on_routes
 
 TOLERANCE = 0.20
 GBIT = 1_000_000_000
@@ -154,33 +154,6 @@ def build_scenario(
         "vms": vms,
         "flows": flows,
     }
-
-
-def optimum_on_routes(result: Any) -> tuple[list[opt.Flow], opt.Solution]:
-    """Optimum on the engine's routes and channel rates; returns (the per-flow problem, its solution).
-
-    A VM's pair is split equally over its flows (all long-lived, so always active).
-    """
-    chan = dict(
-        zip(
-            result.channels.column("name").to_pylist(),
-            result.channels.column("rate_bps").to_pylist(),
-            strict=True,
-        )
-    )
-    rows = result.flows.to_pylist()
-    per_vm: dict[str, int] = {}
-    for r in rows:
-        if r["vm"] is not None:
-            per_vm[r["vm"]] = per_vm.get(r["vm"], 0) + 1
-    flows = []
-    for r in rows:
-        n = per_vm.get(r["vm"], 1) if r["vm"] is not None else 1
-        theta, omega = split_pair(r["theta_bps"], r["omega"], n)
-        flows.append(opt.Flow(r["id"], tuple(r["route"]), theta, omega))
-    links = {ln: float(chan[ln]) for f in flows for ln in f.route}
-    sol = opt.solve(opt.Problem(links=links, flows=tuple(flows)))
-    return flows, sol
 
 
 def _time_below(result: Any, ids: list[str], theta: dict[str, float], warmup_ns: int, end_ns: int) -> float:

@@ -42,7 +42,46 @@ def run(
     summary = rundir.run_scenario(sc, out, scenario_text=scenario.read_bytes().decode("utf-8"))
     for line in summary.get("warnings", []):
         typer.echo(f"paccp: warning: {line}", err=True)
-    typer.echo(f"wrote {out} ({summary['n_flows']} flows, {summary['n_finished']} finished)")
+    print_run_table(summary, out)
+
+
+def _ms(ns: float | None) -> str:
+    return "" if ns is None else f"{ns / 1e6:.3g} ms"
+
+
+def print_run_table(summary: dict[str, Any], out: Path) -> None:
+    """Per class: flows, mean delivered rate per flow, its guarantee and optimum (long-lived runs), FCTs."""
+    from paccp.common import console as cons
+    from paccp.units import format_rate
+
+    classes = summary["classes"]
+    has_fct = any(c.get("mean_fct_ns") is not None for c in classes.values())
+    has_opt = any("optimal_bps" in c for c in classes.values())
+    cols = ["class", "flows", "finished", "rate per flow", "theta per flow"]
+    cols += ["optimum per flow", "rate/optimum"] if has_opt else []
+    cols += ["mean FCT", "p99 FCT", "deadlines met"] if has_fct else []
+    warm = summary["warmup_ns"] / 1e6
+    t = cons.table(
+        *cols,
+        title=f"{out.name}: {summary['duration_ns'] / 1e6:g} ms simulated,"
+        f" rates after the {warm:g} ms warm-up",
+        right=tuple(cols[1:]),
+    )
+    for lab, c in classes.items():
+        row = [lab, c["flows"], c["finished"], format_rate(round(c["mean_rate_bps"]))]
+        row.append(format_rate(round(c["theta_bps"])) if c.get("theta_bps") else "-")
+        if has_opt:
+            o = c.get("optimal_bps")
+            row += [format_rate(round(o)), f"{c['mean_rate_bps'] / o:.2f}"] if o else ["", ""]
+        if has_fct:
+            dl = c.get("deadline_meet_rate")
+            row += [_ms(c.get("mean_fct_ns")), _ms(c.get("p99_fct_ns")), "" if dl is None else f"{dl:.0%}"]
+        cons.add_row(t, *row)
+    con = cons.console()
+    con.print(t)
+    if not has_fct:
+        cons.echo("long-lived flows: they run to the end, so none finishes and no FCT is measured", con=con)
+    cons.echo(f"wrote {out} (summary.json, flows.parquet, rate_<class>.png; paccp report {out})", con=con)
 
 
 def reproduce(

@@ -379,6 +379,39 @@ def _solve_active(
 
 
 # --------------------------------------------------------------------------------------------------
+# The optimum of an engine run
+
+
+def optimum_on_routes(result: Any) -> tuple[list[Flow], Solution]:
+    """Optimum on the engine's routes and channel rates; returns (the per-flow problem, its solution).
+
+    A VM's pair is split equally over its flows (all long-lived, so always active).
+    """
+    from paccp.common.cos import split_pair
+
+    chan = dict(
+        zip(
+            result.channels.column("name").to_pylist(),
+            result.channels.column("rate_bps").to_pylist(),
+            strict=True,
+        )
+    )
+    rows = result.flows.to_pylist()
+    per_vm: dict[str, int] = {}
+    for r in rows:
+        if r["vm"] is not None:
+            per_vm[r["vm"]] = per_vm.get(r["vm"], 0) + 1
+    flows = []
+    for r in rows:
+        n = per_vm.get(r["vm"], 1) if r["vm"] is not None else 1
+        theta, omega = split_pair(r["theta_bps"], r["omega"], n)
+        flows.append(Flow(r["id"], tuple(r["route"]), theta, omega))
+    links = {ln: float(chan[ln]) for f in flows for ln in f.route}
+    sol = solve(Problem(links=links, flows=tuple(flows)))
+    return flows, sol
+
+
+# --------------------------------------------------------------------------------------------------
 # JSON problems (``paccp optimum``)
 
 
