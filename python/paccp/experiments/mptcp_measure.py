@@ -82,6 +82,18 @@ def measure(spec: dict[str, Any], *, description: str) -> Measured:
     return Measured(times, series, mean, wall, dict(result.stats), conns)
 
 
+# The panels that draw each VM's guarantee as a dotted line (WC, UDP and TCP have none of their own).
+GUARANTEED_PANELS = ("bg", "total")
+
+
+def panel_title(
+    title: str, cls: str, vms: Mapping[str, Any], guarantee_mbps: Mapping[str, float] | None
+) -> str:
+    """A rate panel's title; "(dotted: guarantee)" only where a dotted line is drawn."""
+    dotted = cls in GUARANTEED_PANELS and bool(guarantee_mbps) and any(v in guarantee_mbps for v in vms)  # type: ignore[operator]
+    return f"{title}: {cls}" + (" (dotted: guarantee)" if dotted else "")
+
+
 def plot_vm_classes(
     m: Measured, out: Path, *, title: str, guarantee_mbps: Mapping[str, float] | None = None
 ) -> list[Path]:
@@ -103,12 +115,12 @@ def plot_vm_classes(
         for k, (vm, s) in enumerate(sorted(lines.items())):
             color = f"C{k % 10}"
             ax.plot(m.times_s, s, lw=1.2, color=color, label=vm)
-            if guarantee_mbps and vm in guarantee_mbps and cls in ("bg", "total"):
+            if guarantee_mbps and vm in guarantee_mbps and cls in GUARANTEED_PANELS:
                 ax.axhline(guarantee_mbps[vm], color=color, ls=":", lw=0.8)
         ax.set_xlabel("simulated time (s)")
         ax.set_ylabel("Mb/s")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{title}: {cls}" + (" (dotted: guarantee)" if guarantee_mbps else ""))
+        ax.set_title(panel_title(title, cls, lines, guarantee_mbps))
         ax.legend(fontsize=7, loc="upper right", ncol=2)
         fig.tight_layout()
         path = out / f"rate_{cls}.png"
