@@ -29,7 +29,7 @@ def _print_json(obj: object) -> None:
 
 @datapath_app.command("load")
 def load_cmd(rcos: float = typer.Option(3.0, help="rcos design constant (>= 1)")) -> None:
-    """Build (first use) and register the ``paccp`` congestion control; pin its maps."""
+    """Build (first use) and register the paccp congestion control; pin its maps."""
     from paccp.datapath import core
 
     fresh = core.load(rcos=rcos)
@@ -38,7 +38,7 @@ def load_cmd(rcos: float = typer.Option(3.0, help="rcos design constant (>= 1)")
 
 @datapath_app.command("unload")
 def unload_cmd() -> None:
-    """Detach from all cgroups, unregister ``paccp`` and remove the pinned maps."""
+    """Detach from all cgroups, unregister paccp and remove the pinned maps."""
     from paccp.datapath import core
 
     print("paccp unloaded" if core.unload() else "paccp was not loaded")

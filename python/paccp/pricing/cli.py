@@ -342,7 +342,7 @@ def grants_cmd(
 def ingest_cmd(
     files: Annotated[list[Path], typer.Argument(help="usage files (.jsonl or .parquet)")],
     tenant: Annotated[
-        str | None, typer.Option("--tenant", help="the tenant these files bill: every record must be its")
+        str | None, typer.Option("--tenant", help="the tenant these files bill (every record must name it)")
     ] = None,
     all_tenants: Annotated[
         bool,

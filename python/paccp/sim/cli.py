@@ -12,11 +12,27 @@ import typer
 from paccp.errors import UserError
 from paccp.limits import INT64_MAX
 
+# The ids of `paccp reproduce`, for its help without importing every experiment (a test keeps this list
+# equal to the registry, paccp.experiments.REGISTRY).
+EXPERIMENT_IDS = (
+    "fig4a", "fig4c", "fig5", "rcos", "fig8", "fig9", "fig10", "fig11",
+    "softbw-oc", "softbw-price", "softbw-short", "softbw-converge", "softbw-share",
+    "mptcp-bg", "mptcp-table3", "mptcp-fair", "mptcp-sched", "mptcp-rcvbuf", "mptcp-cc", "mptcp-wc",
+    "mptcp-clos",
+)  # fmt: skip
+
+
+PROBLEM_HELP = (
+    'problem JSON: {"links": {NAME: RATE}, "flows": [{"id", "route", "theta_bps", "omega"}]};'
+    ' rates in bit/s or with units, e.g. "40Gbit"'
+)
+
 
 def optimum(
-    problem: Path = typer.Argument(..., help="problem JSON: {links: {name: bps}, flows: [...]}"),
+    problem: Path = typer.Argument(..., help=PROBLEM_HELP),
 ) -> None:
-    """Solve max sum omega*log(x) s.t. link capacities and x >= theta; print rates, utility, bottlenecks."""
+    """Solve the reference allocation (max sum omega log x within link capacities, x >= theta); print
+    rates, utility and bottlenecks as JSON."""
     from paccp.sim import optimum as opt
 
     sol = opt.solve(opt.load_problem(problem))
@@ -85,18 +101,24 @@ def print_run_table(summary: dict[str, Any], out: Path) -> None:
 
 
 def reproduce(
-    experiments: list[str] = typer.Argument(..., help="experiment ids, e.g. fig4a fig4c fig5"),
+    experiments: list[str] = typer.Argument(..., help="experiment ids (listed above), one or more"),
     out: Path = typer.Option(..., "--out", help="output directory; each experiment writes DIR/<id>/"),
     duration: str | None = typer.Option(None, "--duration", help="simulated time per run, e.g. 200ms"),
     seed: int = typer.Option(1, "--seed", help="random seed"),
-    quick: bool = typer.Option(False, "--quick", help="scaled-down run (for tests; see the README)"),
+    quick: bool = typer.Option(False, "--quick", help="scaled-down runs, seconds each (what the tests run)"),
     transport: list[str] = typer.Option(
         [],
         "--transport",
-        help="[transport] key=value for every run (repeatable), e.g. --transport sack=true",
+        help="a key=value of the scenarios' [transport] table for every run (repeatable), e.g. sack=true",
     ),
 ) -> None:
-    """Reproduce paper experiments and compare with the paper's numbers and the optimum."""
+    """Reproduce paper experiments and compare with the paper's numbers and the optimum.
+
+    \b
+    Experiments: fig4a fig4c fig5 (long-lived flows, PACCP paper Fig. 4-5); rcos fig8 fig9 fig10 fig11
+    (workloads); softbw-oc softbw-price softbw-short softbw-converge softbw-share (SoftBW); mptcp-bg
+    mptcp-table3 mptcp-fair mptcp-sched mptcp-rcvbuf mptcp-cc mptcp-wc mptcp-clos (MPTCP BG/WC).
+    """
     from paccp.common.outdir import check_out_dir
     from paccp.experiments import ExperimentOptions, load_all
     from paccp.units import parse_duration_ns
