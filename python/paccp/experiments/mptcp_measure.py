@@ -121,7 +121,7 @@ def plot_vm_classes(
         ax.set_ylabel("Mb/s")
         ax.set_ylim(bottom=0)
         ax.set_title(panel_title(title, cls, lines, guarantee_mbps))
-        ax.legend(fontsize=7, loc="upper right", ncol=2)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)  # off the lines
         fig.tight_layout()
         path = out / f"rate_{cls}.png"
         fig.savefig(path, metadata={"Software": None})

@@ -28,8 +28,9 @@ _FIXED: dict[tuple[str, str], str] = {
     ("compare", "shuffle.png"): "FCT (MapReduce): mean shuffle time per job class and scheme. Look for: "
     "short bars, and large jobs not starved.",
     ("compare", "paid.png"): "Price: what each class paid per VM-hour under each scheme's price book.",
-    ("compare", "consistency.png"): "Price: (what a class got / what BE got) divided by (what it paid / "
-    "what BE paid). Look for: bars on the dotted line at 1 (a class gets what it pays for).",
+    ("compare", "consistency.png"): "Price: (what a class got / what the reference class got) divided by "
+    "(what it paid / what the reference paid); the reference is the class with the smallest weight. Look "
+    "for: bars on the dotted line at 1 (a class gets what it pays for).",
     ("compare", "gaming.png"): "Gaming: the rate of a VM that opens k flows divided by a VM's with one flow "
     "on the same purchase. Look for: bars at 1 (opening more flows does not pay).",
     # workload experiments
@@ -76,7 +77,7 @@ _BY_EXPERIMENT: dict[str, dict[str, str]] = {
 }
 _MPTCP_CLASS = {
     "bg": "the BG subflows (the guaranteed path); dotted: each VM's guarantee. Look for: each VM's line on "
-    "its dotted line",
+    "its dotted line (with UDP traffic, below it by the UDP rate, which shares the VM's shaper)",
     "wc": "the WC subflows (the work-conserving paths sharing the spare). Look for: the spare shared, not "
     "left idle",
     "udp": "the constant-rate UDP flows. Look for: steady lines at their sending rate",

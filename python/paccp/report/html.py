@@ -166,6 +166,8 @@ def _run(summary: Mapping[str, Any]) -> str:
         )
     head = ["class", "flows", "finished", "rate per flow", "theta per flow", "optimum per flow"]
     head += ["rate / optimum", "mean FCT", "p99 FCT", "deadlines met"]
+    keep = [k for k in range(len(head)) if k < 4 or any(r[k] != "–" for r in rows)]  # no empty column
+    head, rows = [head[k] for k in keep], [[r[k] for k in keep] for r in rows]
     dur, warm = summary.get("duration_ns"), summary.get("warmup_ns")
     line = f"{summary.get('n_flows', '?')} flows, {summary.get('n_finished', '?')} finished"
     if isinstance(dur, int) and isinstance(warm, int):

@@ -111,8 +111,8 @@ COLUMNS = (
     "**util %** = utilisation of the bottleneck channels; **spare C** = the share of the spare bandwidth "
     "(above the guarantees) class C got, divided by the share its weight entitles it to (1 = on target); "
     "**got C Mb/s** = its rate while it had data to send; **paid C/h** = its price per VM-hour; "
-    "**consist. C** = (got / the reference class's got) / (paid / the reference's paid), 1 = a class "
-    "gets what it pays for."
+    "**consist. C** = (got / the reference class's got) / (paid / the reference's paid), the reference "
+    "being the class with the smallest weight, then guarantee; 1 = a class gets what it pays for."
 )
 
 
@@ -299,7 +299,7 @@ def _question(doc: dict[str, Any], key: str, point: str) -> tuple[str, list[list
         return text, rows, "yes"
     if key == "price":
         head = ["scheme", *[f"{c}: paid {doc['currency']}/h" for c in classes]]
-        head += [f"{c}: got/paid vs BE" for c in classes]
+        head += [f"{c}: got/paid vs ref." for c in classes]
         rows = [head]
         for s, r in res.items():
             cl = r["classes"]
