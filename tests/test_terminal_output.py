@@ -152,3 +152,16 @@ def test_reproduce_piped_keeps_table(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "r" / "fig4a" / "summary.json").read_text())
     for label, c in summary["classes"].items():
         _has_all(out, label, f"{c['rate_bps'] / 1e9:.2f}", f"{c['paper_bps'] / 1e9:.2f}")
+
+
+def test_run_and_price_consistency_piped(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    out = _piped("run", str(REPO / "scenarios" / "dumbbell.toml"), "--out", str(run))
+    summary = json.loads((run / "summary.json").read_text())
+    for label, c in summary["classes"].items():
+        line = next(ln for ln in out.splitlines() if f" {label} " in ln)
+        assert str(c["flows"]) in line and f"{c['mean_rate_bps'] / 1e9:.3g} Gb/s" in line
+    rep = json.loads(_piped("price", "consistency", str(run), "--json"))
+    out = _piped("price", "consistency", str(run))
+    for g in rep["groups"]:
+        _has_all(out, g["cos"], f"{g['price_ratio']:.3f}", f"{g['perf_ratio']:.3f}")
