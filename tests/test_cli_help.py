@@ -78,3 +78,12 @@ def test_optimum_accepts_human_units(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "links.'l': capacity" in err and len(err.splitlines()) == 1
+
+
+def test_compare_help_lists_every_scheme(capsys: pytest.CaptureFixture[str]) -> None:
+    from paccp.compare.cli import DEFAULT_SCHEMES
+    from paccp.compare.schemes import SCHEMES
+
+    assert set(DEFAULT_SCHEMES.split(",")) == set(SCHEMES)  # the help lists the default: every scheme
+    text = " ".join(_help(["compare"], capsys).split())
+    assert all(s in text for s in SCHEMES)

@@ -14,7 +14,9 @@ DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp"
 def compare(
     scenario: Path = typer.Argument(..., help="comparison file (scenarios/compare-*.toml)"),
     out: Path = typer.Option(..., "--out", help="output directory (compare.json, table.md, PNGs, cache/)"),
-    schemes: str = typer.Option(DEFAULT_SCHEMES, "--schemes", help="comma-separated schemes"),
+    schemes: str = typer.Option(
+        DEFAULT_SCHEMES, "--schemes", help="comma-separated, any of: " + DEFAULT_SCHEMES.replace(",", ", ")
+    ),
     quick: bool = typer.Option(
         False, "--quick", help="scaled down as the file's [compare.quick] table says (what the tests run)"
     ),
