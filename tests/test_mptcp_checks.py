@@ -33,6 +33,18 @@ def test_bg_checks_hold_and_fail() -> None:
     assert not any(_holds(mc.checks_bg(G, G, wc, total, link_mbps=973, udp_mbps=50))[0:8:2])
 
 
+def test_bg_spare_counts_the_udp_as_delivered() -> None:
+    """mptcp-bg printed "96.6 of 91.9 Mb/s": the spare subtracted UDP's nominal 50 Mb/s per VM, while UDP,
+    sharing the shaper, delivers less; WC then seemed to take more than the spare."""
+    bg = {k: v - 50 for k, v in G.items()}  # 700 in all
+    wc = {k: 28.0 for k in G}  # 112
+    total = {k: bg[k] + wc[k] + 40.0 for k in G}  # UDP delivers 40 of its 50 Mb/s: 160 in all
+    last = mc.checks_bg(G, bg, wc, total, link_mbps=973, udp_mbps=50)[-1]
+    taken, spare = (float(x) for x in last["ours"].split(" Mb/s")[0].split(" of "))
+    assert (taken, spare) == (112.0, 113.0) and taken <= spare and last["holds"]
+    assert "973.0 link - 860.0 BG+UDP delivered" in last["ours"]
+
+
 def test_table3_shares_within_15_percent() -> None:
     row = {
         "name": "row 3",
@@ -93,3 +105,15 @@ def test_measure_plumbing_on_the_free_competition_variant(tmp_path: Path) -> Non
     assert all(m.rate(vm, "tcp") > 100 for vm in vms)  # no guarantee, but nobody starves
     paths = plot_vm_classes(m, tmp_path, title="t", guarantee_mbps={"vm1": 350})
     assert sorted(p.name for p in paths) == ["rate_tcp.png", "rate_total.png"]
+
+
+def test_rate_panel_titles_mention_the_dotted_guarantee_only_where_drawn() -> None:
+    """rate_wc.png was titled "(dotted: guarantee)" with no dotted line: WC subflows have no guarantee."""
+    from paccp.experiments.mptcp_measure import panel_title
+
+    g = {"vm1": 350.0}
+    assert panel_title("mptcp-bg", "wc", {"vm1": 0}, g) == "mptcp-bg: wc"
+    assert panel_title("mptcp-bg", "udp", {"vm1": 0}, g) == "mptcp-bg: udp"
+    assert panel_title("mptcp-bg", "bg", {"vm1": 0}, g) == "mptcp-bg: bg (dotted: guarantee)"
+    assert panel_title("mptcp-bg", "total", {"vm1": 0}, g) == "mptcp-bg: total (dotted: guarantee)"
+    assert panel_title("mptcp-bg", "bg", {"vm1": 0}, None) == "mptcp-bg: bg"

@@ -96,3 +96,59 @@ def test_reproduce_quick_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "fig4c" in out and "normalised utility" in out
     s = json.loads((tmp_path / "fig4c" / "summary.json").read_text())
     assert s["seed"] == 2 and s["duration_s"] == 0.02
+
+
+def _longlived_dumbbell(tmp_path: Path) -> Path:
+    """scenarios/dumbbell.toml without its FBP change and its finite flow: the optimum applies."""
+    text = (REPO / "scenarios" / "dumbbell.toml").read_text()
+    text = text.replace('changes = [{at = "60ms", theta = "0bit", omega = 2.0}]\n', "")
+    text = text[: text.index('[[flows]]\nid = "short"')]
+    scen = tmp_path / "longlived.toml"
+    scen.write_text(text)
+    return scen
+
+
+def test_run_ends_with_a_per_class_table_with_the_optimum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import paccp.sim.plots as plots
+
+    drawn: dict[str, object] = {}
+    real = plots.plot_class_rates
+
+    def spy(*args: object, **kw: object) -> object:
+        drawn.update(kw)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plots, "plot_class_rates", spy)
+    code, out, err = _cli(["run", str(_longlived_dumbbell(tmp_path)), "--out", str(tmp_path / "r")], capsys)
+    assert code == 0, err
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    cl = summary["classes"]
+    # weights 1, 2, 2 and MRG theta 5 Gb/s on a 10 Gb/s bottleneck: BE 1.67, DS 3.33, MRG 5 Gb/s
+    assert cl["MRG"]["optimal_bps"] == pytest.approx(5e9, rel=0.02)
+    assert cl["BE"]["optimal_bps"] == pytest.approx(1.67e9, rel=0.02)
+    assert cl["MRG"]["theta_bps"] == 5e9 and "theta_bps" not in cl["BE"]
+    for head in ("class", "rate per flow", "theta per flow", "optimum per flow", "rate/optimum"):
+        assert head in out
+    assert "wrote" in out and "0 finished" not in out
+    for lab, c in cl.items():
+        line = next(ln for ln in out.splitlines() if f" {lab} " in ln)
+        assert f"{c['mean_rate_bps'] / 1e9:.3g} Gb/s" in line and f"{c['optimal_bps'] / 1e9:.3g} Gb/s" in line
+    assert "none finishes" in out  # long-lived: no FCT column, said once
+    # the plots draw the guarantee (theta) and the optimum per class
+    assert drawn["theta_bps"] == {"MRG": 5e9}
+    assert set(drawn["reference_bps"]) == {"BE", "DS", "MRG"}  # type: ignore[arg-type]
+
+
+def test_run_with_finite_flows_shows_fct_and_no_optimum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scen = REPO / "scenarios" / "dumbbell.toml"
+    code, out, err = _cli(["run", str(scen), "--out", str(tmp_path / "r")], capsys)
+    assert code == 0, err
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert all("optimal_bps" not in c for c in summary["classes"].values())
+    assert "mean FCT" in out and "optimum per flow" not in out
+    be = summary["classes"]["BE"]
+    assert f"{be['mean_fct_ns'] / 1e6:.3g} ms" in out

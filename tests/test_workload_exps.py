@@ -137,3 +137,14 @@ def test_price_checks_name_the_worst_point_and_judge_each_statement() -> None:
     assert checks["small and medium DS/MRG FCT below 0.8 of BE's at every load"]["holds"] is False
     assert checks["MRG deadline meet rate above BE's at 80%"]["holds"] is True
     assert checks["MRG deadline meet rate >= 0.90 at 80%"]["holds"] is False
+
+
+def test_per_load_figures_are_titled_by_what_they_show() -> None:
+    """fig8's meet_rate.png was titled "FCT normalised to BE and deadline meet rates" (the spec's title)."""
+    from paccp.experiments.workload import SPECS, plot_title
+
+    meet = plot_title(SPECS["fig8"], "deadline_meet_rate")
+    norm = plot_title(SPECS["fig8"], "fct_norm_to_be")
+    assert "deadline meet rate" in meet and "FCT" not in meet
+    assert "FCT" in norm and "normalised to BE" in norm and "meet" not in norm
+    assert meet.startswith("fig8 (VBP, websearch)")

@@ -26,6 +26,9 @@ have_cmd tcpdump  || need+=(tcpdump)
 have_cmd gcc      || need+=(gcc)
 # PostgreSQL server binaries (initdb, pg_ctl): the ledger tests start a throwaway server
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || have_cmd initdb || need+=(postgresql)
+# headless Chromium and its WebDriver: the browser test opens the HTML reports (tests/test_report_browser.py)
+have_cmd chromium     || need+=(chromium)
+have_cmd chromedriver || need+=(chromium-driver)
 
 if ((${#need[@]})); then
   echo "installing system packages: ${need[*]}"

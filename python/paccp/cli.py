@@ -37,7 +37,31 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # plain help: rich's read "[transport]" in an option's help as markup and printed "--help <bool>"
+    rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("paccp")
+        except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
+            v = "unknown (not installed)"
+        typer.echo(f"paccp {v}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
+    """PACCP: price-aware congestion control — simulator, Linux datapath, pricing and billing."""
+
 
 simcli.register(app)
 workcli.register(app)

@@ -110,7 +110,9 @@ def test_buy_ds_maximises_omega(book: PriceBook) -> None:
 
 def test_buy_mrg_theta_then_omega(book: PriceBook) -> None:
     (p,) = buy("vbp", "1.00", H, "mrg", book)
-    assert p.quote.theta_bps == 22_500_000_000 and p.quote.omega == 1  # 0.90 / 0.04 = 22.5 Gb/s
+    # 0.90 / 0.04 would be 22.5 Gb/s: capped at the default max_theta 10 Gb/s (a host's link), and the
+    # rest, 0.90 - 0.40 = 0.50, buys 8.33.. units of omega, floored to the 0.1 grid
+    assert p.quote.theta_bps == 10 * G and p.quote.omega == Decimal("9.3")
     (p,) = buy("vbp", "1.00", H, "mrg", book, theta_bps=5 * G)
     # spare 1.00 - 0.10 - 0.20 = 0.70 -> 11.66.. units of omega, floored to the 0.1 grid
     assert p.quote.theta_bps == 5 * G and p.quote.omega == Decimal("12.6")
@@ -133,3 +135,15 @@ def test_buy_softbw_strict_closed_form(book: PriceBook) -> None:
 def test_buy_too_small_budget(book: PriceBook) -> None:
     with pytest.raises(UserError, match="buys no ds"):
         buy("vbp", "0.05", H, "ds", book)
+
+
+def test_buy_caps_mrg_theta_at_a_hosts_link() -> None:
+    """price buy --budget 1.00 offered MRG theta 112 Gb/s, more than any link; the rest goes to omega."""
+    from paccp.pricing.book import load_book
+
+    bk, _ = load_book(None)  # the default book: max_theta 10 Gb/s
+    (mrg,) = buy("vbp", "1.00", 3_600_000_000_000, "mrg", bk)
+    assert mrg.quote.theta_bps == 10_000_000_000 and mrg.quote.omega > 10 and mrg.quote.total <= 1
+    capped = bk.model_copy(update={"buy": bk.buy.model_copy(update={"max_theta": "2500Mbit"})})
+    (mrg2,) = buy("vbp", "1.00", 3_600_000_000_000, "mrg", capped)
+    assert mrg2.quote.theta_bps == 2_500_000_000 and mrg2.quote.omega > mrg.quote.omega

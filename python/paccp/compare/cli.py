@@ -14,8 +14,12 @@ DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp,paccp-hos
 def compare(
     scenario: Path = typer.Argument(..., help="comparison file (scenarios/compare-*.toml)"),
     out: Path = typer.Option(..., "--out", help="output directory (compare.json, table.md, PNGs, cache/)"),
-    schemes: str = typer.Option(DEFAULT_SCHEMES, "--schemes", help="comma-separated schemes"),
-    quick: bool = typer.Option(False, "--quick", help="scaled down ([compare.quick]; what the tests run)"),
+    schemes: str = typer.Option(
+        DEFAULT_SCHEMES, "--schemes", help="comma-separated, any of: " + DEFAULT_SCHEMES.replace(",", ", ")
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="scaled down as the file's [compare.quick] table says (what the tests run)"
+    ),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     workers: int = typer.Option(2, "--workers", help="parallel runs"),
     address: str | None = typer.Option(None, "--address", help="Ray cluster address (with --executor ray)"),

@@ -25,8 +25,10 @@ def _bars(
     scale: float = 1.0,
     hline: float | None = None,
 ) -> None:
-    """groups: (label, point, class); one bar per scheme in each group."""
+    """groups: (label, point, class); one bar per scheme in each group. Nothing is written (and a stale
+    file is removed) when no scheme has a value: no empty plot."""
     schemes = doc["schemes"]
+    drawn = False
     fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(groups) * len(schemes)), 3.6))
     width = 0.8 / max(1, len(schemes))
     for i, s in enumerate(schemes):
@@ -45,6 +47,7 @@ def _bars(
             ys.append(y)
             lo.append(min(e, y))  # every score is >= 0: the CI bar stops at 0
             hi.append(e)
+        drawn = drawn or bool(xs)
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=s, color=f"C{i}")
     if hline is not None:
         ax.axhline(hline, color="k", lw=0.8, ls=":")
@@ -52,10 +55,18 @@ def _bars(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     handles = [Patch(color=f"C{i}", label=s) for i, s in enumerate(schemes)]  # also for schemes not run
-    ax.legend(handles=handles, fontsize=7, ncol=min(len(schemes), 6))
+    _legend_outside(ax, handles)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if drawn:
+        fig.savefig(path, dpi=110)
+    else:
+        path.unlink(missing_ok=True)
     plt.close(fig)
+
+
+def _legend_outside(ax: Any, handles: list[Any] | None = None) -> None:
+    """The legend right of the axes, where it cannot cover a bar."""
+    ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 
 def plot_all(doc: dict[str, Any], out: Path) -> None:
@@ -160,7 +171,7 @@ def plot_all(doc: dict[str, Any], out: Path) -> None:
         ax.set_xticks(range(len(ks)), [f"k = {k}" for k in ks])
         ax.set_ylabel("rate with k flows / a VM's with 1")
         ax.set_title(f"Gaming: one of {g['vms']} VMs opens k flows, same purchase", fontsize=10)
-        ax.legend(fontsize=7, ncol=min(len(schemes), 6))
+        _legend_outside(ax)
         fig.tight_layout()
         fig.savefig(out / "gaming.png", dpi=110)
         plt.close(fig)

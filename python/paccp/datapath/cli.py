@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from paccp.common import console as cons
 from paccp.errors import UserError
 from paccp.units import format_rate
 
@@ -19,7 +18,9 @@ testbed_app = typer.Typer(help="Network-namespace testbeds running the real kern
 datapath_app.add_typer(vm_app, name="vm")
 datapath_app.add_typer(flow_app, name="flow")
 
-_out = Console()
+
+def _say(line: str) -> None:
+    cons.echo(line)
 
 
 def _print_json(obj: object) -> None:
@@ -28,7 +29,7 @@ def _print_json(obj: object) -> None:
 
 @datapath_app.command("load")
 def load_cmd(rcos: float = typer.Option(3.0, help="rcos design constant (>= 1)")) -> None:
-    """Build (first use) and register the ``paccp`` congestion control; pin its maps."""
+    """Build (first use) and register the paccp congestion control; pin its maps."""
     from paccp.datapath import core
 
     fresh = core.load(rcos=rcos)
@@ -37,7 +38,7 @@ def load_cmd(rcos: float = typer.Option(3.0, help="rcos design constant (>= 1)")
 
 @datapath_app.command("unload")
 def unload_cmd() -> None:
-    """Detach from all cgroups, unregister ``paccp`` and remove the pinned maps."""
+    """Detach from all cgroups, unregister paccp and remove the pinned maps."""
     from paccp.datapath import core
 
     print("paccp unloaded" if core.unload() else "paccp was not loaded")
@@ -53,21 +54,21 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
     if as_json or not st["loaded"]:
         _print_json(st)
         return
-    _out.print(f"paccp loaded, maps in {st['pin_dir']}, rcos {st['rcos']:g}")
-    _out.print(f"flows: {st['flows_live']} live, {st['flows_ended']} ended (metered)")
+    _say(f"paccp loaded, maps in {st['pin_dir']}, rcos {st['rcos']:g}")
+    _say(f"flows: {st['flows_live']} live, {st['flows_ended']} ended (metered)")
     for v in st["vms"]:
-        _out.print(
+        _say(
             f"vm {v['cgroup']}: theta {format_rate(v['theta_bps'])} omega {v['omega']:g} "
             f"active flows {v['active_flows']} bytes {v['bytes_acked']}"
         )
     for r in st["rules"]:
-        _out.print(
+        _say(
             f"rule port {r['port']} owner {r['owner']}: "
             f"theta {format_rate(r['theta_bps'])} omega {r['omega']:g}"
         )
     for g in st.get("vms_removed", []):
-        _out.print(f"removed vm {g['cgroup']} (metering closed)")
-    _out.print(f"sockops attached to: {', '.join(st['sockops_cgroups']) or '(none)'}")
+        _say(f"removed vm {g['cgroup']} (metering closed)")
+    _say(f"sockops attached to: {', '.join(st['sockops_cgroups']) or '(none)'}")
 
 
 @vm_app.command("set")
@@ -168,9 +169,12 @@ def flows_cmd(
     if as_json:
         _print_json(rows)
         return
-    t = Table("id", "cgroup", "src -> dst", "src", "theta", "omega", "cwnd", "Wmin", "srtt", "bytes", "rate")
+    t = cons.table(
+        "id", "cgroup", "src -> dst", "src", "theta", "omega", "cwnd", "Wmin", "srtt", "bytes", "rate"
+    )
     for r in rows:
-        t.add_row(
+        cons.add_row(
+            t,
             str(r["flow_id"]),
             r["cgroup"] or "-",
             f"{r['src']} -> {r['dst']}",
@@ -183,7 +187,7 @@ def flows_cmd(
             str(r["bytes_acked"]),
             format_rate(r["rate_bps"]),
         )
-    _out.print(t)
+    cons.print_table(t)
 
 
 @datapath_app.command("usage")

@@ -7,13 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from paccp.common import console as cons
 from paccp.errors import UserError
 
 mptcp_app = typer.Typer(help="MPTCP BG/WC: subflow classes, (A_l/K)^2 WC congestion control, status.")
-_out = Console()
 
 
 @mptcp_app.command("load")
@@ -79,15 +77,17 @@ def vm_cmd(
 
 
 def _checks_table(summary: dict[str, Any]) -> None:
-    t = Table("statement", "paper", "testbed", "holds", title=summary.get("experiment", ""))
+    t = cons.table("statement", "paper", "testbed", "holds", title=summary.get("experiment", ""))
     for c in summary["checks"]:
-        t.add_row(c["statement"], str(c["paper"]), str(c["ours"]), "yes" if c["holds"] else "NO")
-    _out.print(t)
+        cons.add_row(t, c["statement"], c["paper"], c["ours"], "yes" if c["holds"] else "NO")
+    cons.print_table(t)
     if summary.get("compare"):
-        c = Table("quantity", "paper (scaled)", "testbed", "simulator", title="paper vs testbed vs simulator")
+        c = cons.table(
+            "quantity", "paper (scaled)", "testbed", "simulator", title="paper vs testbed vs simulator"
+        )
         for row in summary["compare"]:
-            c.add_row(row["quantity"], row["paper"], row["testbed"], row["simulator"])
-        _out.print(c)
+            cons.add_row(c, row["quantity"], row["paper"], row["testbed"], row["simulator"])
+        cons.print_table(c)
 
 
 SIM_HELP = "also run the simulator's scheme on the same topology, rates and queues (a few seconds)"

@@ -322,9 +322,9 @@ def _run_flows(
         clients[i] = net.spawn(src, cmd, cgroup=cg, out=outdir / f"iperf-{src}.json")
         net.client_starts.append(time.monotonic() - t_first)
     deadline = time.monotonic() + duration_s + omit_s + 30
-    from rich.progress import Progress
+    from paccp.common.console import progress
 
-    with Progress(transient=True) as prog:
+    with progress() as prog:
         task = prog.add_task("iperf3 flows", total=duration_s + omit_s)
         t0 = time.monotonic()
         first: tuple[float, dict[str, int]] | None = None

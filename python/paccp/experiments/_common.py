@@ -20,15 +20,11 @@ def write_table(summary: dict[str, Any], out: Path) -> str:
 
 
 def print_table(summary: dict[str, Any]) -> None:
-    """Print the comparison table (rich)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    """Print the comparison table (statements and numbers literally; plain in a pipe)."""
+    from paccp.common import console as cons
 
-    t = Table(title=escape(summary["title"]))
-    for col in ("statement", "paper", "ours", "holds?"):
-        t.add_column(col)
+    t = cons.table("statement", "paper", "ours", "holds?", title=summary["title"])
     for c in summary["checks"]:
-        cells = (c["statement"], c["paper"], c["ours"], {True: "yes", False: "NO", None: "n/a"}[c["holds"]])
-        t.add_row(*(escape(str(x)) for x in cells))
-    Console().print(t)
+        holds = {True: "yes", False: "NO", None: "n/a"}[c["holds"]]
+        cons.add_row(t, c["statement"], c["paper"], c["ours"], holds)
+    cons.print_table(t)

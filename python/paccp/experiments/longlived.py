@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from paccp.common.cos import split_pair
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.scenario import parse_scenario, to_engine, to_toml
 from paccp.sim import optimum as opt
+from paccp.sim.optimum import optimum_on_routes
 
 TOLERANCE = 0.20
 GBIT = 1_000_000_000
@@ -154,33 +154,6 @@ def build_scenario(
         "vms": vms,
         "flows": flows,
     }
-
-
-def optimum_on_routes(result: Any) -> tuple[list[opt.Flow], opt.Solution]:
-    """Optimum on the engine's routes and channel rates; returns (the per-flow problem, its solution).
-
-    A VM's pair is split equally over its flows (all long-lived, so always active).
-    """
-    chan = dict(
-        zip(
-            result.channels.column("name").to_pylist(),
-            result.channels.column("rate_bps").to_pylist(),
-            strict=True,
-        )
-    )
-    rows = result.flows.to_pylist()
-    per_vm: dict[str, int] = {}
-    for r in rows:
-        if r["vm"] is not None:
-            per_vm[r["vm"]] = per_vm.get(r["vm"], 0) + 1
-    flows = []
-    for r in rows:
-        n = per_vm.get(r["vm"], 1) if r["vm"] is not None else 1
-        theta, omega = split_pair(r["theta_bps"], r["omega"], n)
-        flows.append(opt.Flow(r["id"], tuple(r["route"]), theta, omega))
-    links = {ln: float(chan[ln]) for f in flows for ln in f.route}
-    sol = opt.solve(opt.Problem(links=links, flows=tuple(flows)))
-    return flows, sol
 
 
 def _time_below(result: Any, ids: list[str], theta: dict[str, float], warmup_ns: int, end_ns: int) -> float:
@@ -320,20 +293,21 @@ def _vm_totals(
 
 def print_table(summary: dict[str, Any]) -> None:
     """Print the comparison table (rich)."""
-    from rich.console import Console
-    from rich.table import Table
+    from paccp.common import console as cons
 
-    t = Table(
+    cols = ("class", "paper", "ours", "optimum", "ours/paper", "ours/opt", "< theta")
+    t = cons.table(
+        *cols,
         title=f"{summary['experiment']}: per-flow rates in Gb/s "
-        f"(seed {summary['seed']}, {summary['duration_s'] * 1e3:g} ms simulated)"
+        f"(seed {summary['seed']}, {summary['duration_s'] * 1e3:g} ms simulated)",
+        right=cols,
     )
-    for col in ("class", "paper", "ours", "optimum", "ours/paper", "ours/opt", "< theta"):
-        t.add_column(col, justify="right")
     for label, c in summary["classes"].items():
         ratio = c["rate_bps"] / c["paper_bps"]
         mark = "" if abs(ratio - 1) <= TOLERANCE else " *"
         below = f"{c['time_below_theta']:.1%}" if "time_below_theta" in c else ""
-        t.add_row(
+        cons.add_row(
+            t,
             label,
             f"{c['paper_bps'] / 1e9:.2f}",
             f"{c['rate_bps'] / 1e9:.2f}",
@@ -342,18 +316,19 @@ def print_table(summary: dict[str, Any]) -> None:
             f"{c['rate_bps'] / c['optimal_bps']:.2f}",
             below,
         )
-    console = Console()
+    console = cons.console()
     console.print(t)
-    console.print(
+    cons.echo(
         f"normalised utility (sum omega ln(rate/1Mb/s), ours / optimum): {summary['normalized_utility']:.4f}"
-        f"   (* = more than {TOLERANCE:.0%} from the paper)"
+        f"   (* = more than {TOLERANCE:.0%} from the paper)",
+        con=console,
     )
     if "vm_totals" in summary:
         for cos, kinds in summary["vm_totals"].items():
             parts = ", ".join(
                 f"{k} {v['rate_bps'] / 1e9:.2f} (opt {v['optimal_bps'] / 1e9:.2f})" for k, v in kinds.items()
             )
-            console.print(f"  {cos} per-VM total Gb/s: {parts}")
+            cons.echo(f"  {cos} per-VM total Gb/s: {parts}", con=console)
 
 
 def write_paper_scenarios(directory: Path) -> list[Path]:

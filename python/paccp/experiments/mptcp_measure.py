@@ -82,6 +82,18 @@ def measure(spec: dict[str, Any], *, description: str) -> Measured:
     return Measured(times, series, mean, wall, dict(result.stats), conns)
 
 
+# The panels that draw each VM's guarantee as a dotted line (WC, UDP and TCP have none of their own).
+GUARANTEED_PANELS = ("bg", "total")
+
+
+def panel_title(
+    title: str, cls: str, vms: Mapping[str, Any], guarantee_mbps: Mapping[str, float] | None
+) -> str:
+    """A rate panel's title; "(dotted: guarantee)" only where a dotted line is drawn."""
+    dotted = cls in GUARANTEED_PANELS and bool(guarantee_mbps) and any(v in guarantee_mbps for v in vms)  # type: ignore[operator]
+    return f"{title}: {cls}" + (" (dotted: guarantee)" if dotted else "")
+
+
 def plot_vm_classes(
     m: Measured, out: Path, *, title: str, guarantee_mbps: Mapping[str, float] | None = None
 ) -> list[Path]:
@@ -103,13 +115,13 @@ def plot_vm_classes(
         for k, (vm, s) in enumerate(sorted(lines.items())):
             color = f"C{k % 10}"
             ax.plot(m.times_s, s, lw=1.2, color=color, label=vm)
-            if guarantee_mbps and vm in guarantee_mbps and cls in ("bg", "total"):
+            if guarantee_mbps and vm in guarantee_mbps and cls in GUARANTEED_PANELS:
                 ax.axhline(guarantee_mbps[vm], color=color, ls=":", lw=0.8)
         ax.set_xlabel("simulated time (s)")
         ax.set_ylabel("Mb/s")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{title}: {cls}" + (" (dotted: guarantee)" if guarantee_mbps else ""))
-        ax.legend(fontsize=7, loc="upper right", ncol=2)
+        ax.set_title(panel_title(title, cls, lines, guarantee_mbps))
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)  # off the lines
         fig.tight_layout()
         path = out / f"rate_{cls}.png"
         fig.savefig(path, metadata={"Software": None})
@@ -125,16 +137,13 @@ def write_summary(out: Path, summary: dict[str, Any]) -> None:
 
 
 def print_checks(title: str, checks: list[dict[str, Any]]) -> None:
-    """The paper-vs-ours table of an experiment's checks (rich)."""
-    from rich.console import Console
-    from rich.table import Table
+    """The paper-vs-ours table of an experiment's checks (labels such as ``[drop-tail]`` kept literally)."""
+    from paccp.common import console as cons
 
-    t = Table(title=title)
-    for col in ("check", "paper", "ours", "holds"):
-        t.add_column(col)
+    t = cons.table("check", "paper", "ours", "holds", title=title)
     for c in checks:
-        t.add_row(c["statement"], str(c["paper"]), str(c["ours"]), "yes" if c["holds"] else "NO")
-    Console().print(t)
+        cons.add_row(t, c["statement"], c["paper"], c["ours"], "yes" if c["holds"] else "NO")
+    cons.print_table(t)
 
 
 def congestion_epochs(cuts: Mapping[str, np.ndarray], gap: int) -> list[set[str]]:

@@ -331,8 +331,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Run every (demand model, N, kind) point and the analytic grid; write DIR/softbw-oc/."""
-    from rich.progress import Progress
-
+    from paccp.common.console import progress
     from paccp.experiments._common import print_table, write_table
 
     t0 = time.perf_counter()
@@ -342,7 +341,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     if opts.duration_ns is not None:
         intervals = max(JOB_WINDOW_S, opts.duration_ns // 1_000_000_000)
     rows: list[dict[str, Any]] = []
-    with Progress(transient=True) as bar:
+    with progress() as bar:
         task = bar.add_task(EXP_ID, total=len(MODELS) * len(FACTORS) * 2 + 1)
         for i, (name, model) in enumerate(MODELS.items()):
             rel = model.relative(np.random.default_rng([opts.seed, i]), intervals, (servers, VMS_PER_SERVER))

@@ -347,13 +347,25 @@ def _plots(spec: Spec, rows: list[dict[str, Any]], out: Path) -> list[Path]:
             ax.grid(alpha=0.3)
         axes[0].set_ylabel(ylab)
         axes[0].legend()
-        fig.suptitle(spec.title, fontsize=10)
+        fig.suptitle(plot_title(spec, metric), fontsize=10)
         fig.tight_layout()
         p = out / fname
         fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)
     return paths
+
+
+# What each per-load figure shows (the spec's title names both figures of an experiment).
+PLOT_WHAT = {
+    "fct_norm_to_be": "mean FCT of DS and MRG normalised to BE's, per size class (dashed: as fast as BE)",
+    "deadline_meet_rate": "deadline meet rate per CoS and size class",
+}
+
+
+def plot_title(spec: Spec, metric: str) -> str:
+    """The suptitle of ``fct_norm.png`` / ``meet_rate.png``: the experiment and what this figure shows."""
+    return f"{spec.id} ({spec.kind.upper()}, {', '.join(spec.workloads)}): {PLOT_WHAT[metric]}"
 
 
 def _nan(x: float | None, default: float = float("nan")) -> float:

@@ -193,18 +193,26 @@ class BuyGrid(BaseModel):
         default=Decimal("0.1"), ge=Decimal("1e-6"), le=MAX_OMEGA
     )
     theta_step: str = Field(default="100Mbit")
+    # The largest theta a budget buys: a VM cannot use a guarantee above its host's link (10 Gb/s in the
+    # paper's topology, Fig. 4); money beyond it goes to omega.
+    max_theta: str = Field(default="10Gbit")
 
-    @field_validator("theta_step")
+    @field_validator("theta_step", "max_theta")
     @classmethod
     def _ts(cls, v: str) -> str:
         if not 0 < _rate(v) <= MAX_LINK_BPS:
-            raise ValueError(f"theta_step must be > 0 and at most {MAX_LINK_BPS} bit/s")
+            raise ValueError(f"must be > 0 and at most {MAX_LINK_BPS} bit/s")
         return v
 
     @property
     def theta_step_bps(self) -> int:
         """theta_step in bit/s."""
         return parse_rate_bps(self.theta_step)
+
+    @property
+    def max_theta_bps(self) -> int:
+        """max_theta in bit/s."""
+        return parse_rate_bps(self.max_theta)
 
 
 class PriceBook(BaseModel):

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from paccp.common import console as cons
 from paccp.errors import UserError
 from paccp.units import format_rate, parse_duration_ns, parse_rate_bps, parse_size_bytes
 
@@ -54,12 +53,12 @@ def bench_ledger_cmd(
 
 
 def _out() -> Console:
-    return Console(highlight=False)
+    return cons.console()
 
 
 def _lit(value: object) -> Text:
     """A table cell printed literally: tenant, VM and flow names are data, never terminal markup."""
-    return Text(str(value))
+    return cons.literal(value)
 
 
 def _decimal(text: str, what: str) -> Decimal:
@@ -119,14 +118,21 @@ def quote_cmd(
     what = f"{model.upper()} {cos.upper()} theta={format_rate(q.theta_bps)} omega={q.omega}"
     if q.guarantee:
         what = f"SoftBW {q.guarantee} B={format_rate(q.theta_bps)} r={format_rate(q.rate_bps or 0)}"
-    t = Table(title=escape(f"{what} for {duration or f'{q.duration_ns / 1e9:g} s'} ({bk.name} book)"))
-    t.add_column("component")
-    t.add_column("formula")
-    t.add_column(f"per hour ({bk.currency})", justify="right")
-    t.add_column(f"amount ({bk.currency})", justify="right")
+    per_hour, amount = f"per hour ({bk.currency})", f"amount ({bk.currency})"
+    t = cons.table(
+        "component",
+        "formula",
+        per_hour,
+        amount,
+        title=f"{what} for {duration or f'{q.duration_ns / 1e9:g} s'} ({bk.name} book)",
+        right=(per_hour, amount),
+    )
     for c in q.components:
-        t.add_row(_lit(c.name), _lit(c.formula), format(c.per_hour.normalize(), "f"), str(c.amount))
-    t.add_row("[b]total[/b]", "", format(q.per_hour.normalize(), "f"), f"[b]{q.total}[/b]")
+        cons.add_row(t, c.name, c.formula, format(c.per_hour.normalize(), "f"), c.amount)
+    bold = "bold"
+    cons.add_row(
+        t, cons.styled("total", bold), "", format(q.per_hour.normalize(), "f"), cons.styled(q.total, bold)
+    )
     con = _out()
     con.print(t)
     for n in q.notes:
@@ -161,15 +167,19 @@ def buy_cmd(
     if as_json:
         print(json.dumps([p.to_json() for p in got], indent=2))
         return
-    t = Table(title=escape(f"{model.upper()}: {budget} {bk.currency} for {duration}"))
-    for col in ("cos", "buys", f"price ({bk.currency})", f"left ({bk.currency})"):
-        t.add_column(col)
+    t = cons.table(
+        "cos",
+        "buys",
+        f"price ({bk.currency})",
+        f"left ({bk.currency})",
+        title=f"{model.upper()}: {budget} {bk.currency} for {duration}",
+    )
     for p in got:
-        t.add_row(_lit(p.cos), _lit(p.describe()), str(p.quote.total), str(p.leftover))
+        cons.add_row(t, p.cos, p.describe(), p.quote.total, p.leftover)
     con = _out()
     con.print(t)
     if not got:
-        con.print("the budget buys nothing for this duration")
+        con.print(_lit("the budget buys nothing for this duration"))
 
 
 @price_app.command("check")
@@ -187,22 +197,24 @@ def _ratio_table(rep: object, currency: str) -> Table:
     from paccp.pricing.consistency import Consistency
 
     assert isinstance(rep, Consistency)
-    t = Table(title=f"price vs performance, {rep.model.upper()}, per {rep.unit}, metric {rep.metric}")
     cols = ["cos", "theta", "omega", "n", "performance", "price/BE", "perf/BE", "verdict"]
     if rep.metric == "fct":
         cols.insert(7, "perf/BE by size")
-    for col in cols:
-        t.add_column(col, justify="right" if col not in ("cos", "verdict", "perf/BE by size") else "left")
+    t = cons.table(
+        *cols,
+        title=f"price vs performance, {rep.model.upper()}, per {rep.unit}, metric {rep.metric}",
+        right=tuple(c for c in cols if c not in ("cos", "verdict", "perf/BE by size")),
+    )
     for g in rep.groups:
         perf = format_rate(g.performance) if rep.metric == "rate" else f"{g.performance / 1e6:.3f} ms FCT"
-        verdict = "[red]pays more than it gets[/red]" if g.flagged else "ok"
+        verdict: object = cons.styled("pays more than it gets", "red") if g.flagged else "ok"
         row = [
             g.cos, format_rate(g.theta_bps), str(g.omega), str(g.n), perf,
             f"{g.price_ratio:.3f}", f"{g.perf_ratio:.3f}", verdict,
         ]  # fmt: skip
         if rep.metric == "fct":
             row.insert(7, " ".join(f"{k} {v:.2f}" for k, v in g.by_size.items()))
-        t.add_row(*row)
+        cons.add_row(t, *row)
     return t
 
 
@@ -240,7 +252,7 @@ def consistency_cmd(
     con = _out()
     con.print(_ratio_table(rep, bk.currency))
     flagged = sum(g.flagged for g in rep.groups)
-    con.print(f"tolerance {tolerance:.0%}: {flagged} group(s) pay more than they get")
+    con.print(_lit(f"tolerance {tolerance:.0%}: {flagged} group(s) pay more than they get"))
 
 
 @price_app.command("calibrate")
@@ -266,10 +278,12 @@ def calibrate_cmd(
     names = ("p1", "p2") if model == "vbp" else ("p1s", "p2s")
     base = "p0" if model == "vbp" else "p0s"
     if cal.k is not None:
-        con.print(f"k = {names[0]}/{base} = {cal.k:.4f} -> {names[0]} = {cal.p1} (book: {cal.current_p1})")
+        con.print(
+            _lit(f"k = {names[0]}/{base} = {cal.k:.4f} -> {names[0]} = {cal.p1} (book: {cal.current_p1})")
+        )
     if cal.m is not None:
-        con.print(f"m = {names[1]}/{base} per Gb/s = {cal.m:.4f} -> {names[1]} = {cal.p2} per Gb/s-hour "
-                  f"(book: {cal.current_p2} per Gb/s-hour)")  # fmt: skip
+        con.print(_lit(f"m = {names[1]}/{base} per Gb/s = {cal.m:.4f} -> {names[1]} = {cal.p2} per Gb/s-hour "
+                       f"(book: {cal.current_p2} per Gb/s-hour)"))  # fmt: skip
     for n in cal.notes:
         con.print(_lit(f"note: {n}"))
 
@@ -328,7 +342,7 @@ def grants_cmd(
 def ingest_cmd(
     files: Annotated[list[Path], typer.Argument(help="usage files (.jsonl or .parquet)")],
     tenant: Annotated[
-        str | None, typer.Option("--tenant", help="the tenant these files bill: every record must be its")
+        str | None, typer.Option("--tenant", help="the tenant these files bill (every record must name it)")
     ] = None,
     all_tenants: Annotated[
         bool,
@@ -337,8 +351,7 @@ def ingest_cmd(
     db: DbOpt = None,
 ) -> None:
     """Ingest usage files for one tenant; each file all-or-nothing, idempotent on (tenant, record_id)."""
-    from rich.progress import Progress
-
+    from paccp.common.console import progress
     from paccp.pricing.ledger import Ledger
 
     if (tenant is None) == (not all_tenants):
@@ -350,9 +363,9 @@ def ingest_cmd(
         if not f.is_file():
             raise UserError(f"{f}: no such usage file" if not f.exists() else f"{f}: not a usage file")
     led = Ledger(db, create=False)
-    with Progress(transient=True, disable=not sys.stderr.isatty(), console=Console(stderr=True)) as prog:
+    with progress() as prog:
         for f in files:
-            task = prog.add_task(escape(f"reading {f.name}"), total=_count_records(f))
+            task = prog.add_task(cons.literal(f"reading {f.name}").markup, total=_count_records(f))
             r = led.ingest_file(f, lambda n, task=task: prog.update(task, completed=n), tenant=tenant)  # type: ignore[misc]
             prog.remove_task(task)
             print(f"{f}: {r.new} new, {r.unchanged} already ingested", flush=True)
@@ -407,7 +420,6 @@ def invoice_cmd(
             body["issued"] = note
         print(json.dumps(body, indent=2))
         return
-    tab = Table(title=escape(f"invoice {tenant} {period} ({t.model.upper()}, {inv.records} records)"))
     cols = (
         "vm",
         "flow",
@@ -419,19 +431,22 @@ def invoice_cmd(
         "unit price",
         f"amount ({inv.currency})",
     )
-    for c in cols:
-        tab.add_column(
-            c, justify="right" if c in ("quantity", "unit price") or c.startswith("amount") else "left"
-        )
+    tab = cons.table(
+        *cols,
+        title=f"invoice {tenant} {period} ({t.model.upper()}, {inv.records} records)",
+        right=tuple(c for c in cols if c in ("quantity", "unit price") or c.startswith("amount")),
+    )
     for d in inv.to_json()["lines"]:
         cells = (
             d["vm"], d["flow_id"] or "-", d["cos"], format_rate(d["theta_bps"]), d["omega"], d["description"],
             f"{d['quantity']} {d['unit']}", d["unit_price"], d["amount"],
         )  # fmt: skip
-        tab.add_row(*(_lit(v) for v in cells))
+        cons.add_row(tab, *cells)
     for cos, sub in inv.subtotals.items():
-        tab.add_row("", "", "", "", "", f"subtotal {cos}", "", "", str(sub))
-    tab.add_row("", "", "", "", "", "[b]TOTAL[/b]", "", "", f"[b]{inv.total}[/b]")
+        cons.add_row(tab, "", "", "", "", "", f"subtotal {cos}", "", "", sub)
+    cons.add_row(
+        tab, "", "", "", "", "", cons.styled("TOTAL", "bold"), "", "", cons.styled(inv.total, "bold")
+    )
     con = _out()
     con.print(tab)
     if note is not None:

@@ -318,8 +318,9 @@ def buy(
     """The best (theta, omega) a budget buys, per CoS (all of them if ``cos`` is None).
 
     Rule (VBP and FBP): the hourly budget b = budget / hours. BE: (0, 1) if affordable. DS: the largest
-    omega on the book's omega grid with price <= b. MRG: the largest theta on the theta grid (or the given
-    ``theta_bps``), then the rest of the money as omega on the omega grid. SoftBW: strict, the largest B on
+    omega on the book's omega grid with price <= b. MRG: the largest theta on the theta grid up to the book's
+    ``[buy] max_theta`` (a host's link; or the given ``theta_bps``), then the rest of the money as omega on
+    the omega grid. SoftBW: strict, the largest B on
     the theta grid with B (1 + B/C) P0 <= b (the tenant sends at B); fair, the largest rate on the grid
     with r (r/C) P1 <= b; best effort is free. A CoS the budget cannot afford is left out.
     """
@@ -340,7 +341,7 @@ def buy(
     wanted = [cos] if cos else ["be", "ds", "mrg"]
     out: list[Purchase] = []
     for c in wanted:
-        cand = _buy_one(model, sec, c, b, wstep, tstep, theta_bps)
+        cand = _buy_one(model, sec, c, b, wstep, tstep, theta_bps, Decimal(bk.buy.max_theta_bps))
         if cand is None:
             continue
         kind, th, om, rate = cand
@@ -373,6 +374,7 @@ def _buy_one(
     wstep: Decimal,
     tstep: Decimal,
     theta_bps: int | None,
+    max_theta: Decimal,
 ) -> tuple[str, Decimal, Decimal, Decimal] | None:
     if cos not in ("be", "ds", "mrg"):
         raise UserError(f"unknown cos {cos!r} (expected be, ds or mrg)")
@@ -410,7 +412,7 @@ def _buy_one(
     elif per_g == 0:
         raise UserError("the book prices theta at 0: any theta is free, buy is undefined")
     else:
-        th = _floor_step(CTX.divide(spare, per_g) * BPS_PER_GBPS, tstep)
+        th = min(_floor_step(CTX.divide(spare, per_g) * BPS_PER_GBPS, tstep), _floor_step(max_theta, tstep))
     spare -= CTX.multiply(per_g, gbps(th))
     if th <= 0 or spare < 0:
         return None

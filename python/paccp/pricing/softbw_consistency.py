@@ -145,21 +145,24 @@ def softbw_consistency(run_dir: str | Path, book: PriceBook, tolerance: float = 
 
 def print_table(rows: list[VmRow], currency: str, tolerance: float) -> None:
     """The per-VM table (rich)."""
-    from rich.console import Console
-    from rich.table import Table
-
+    from paccp.common import console as cons
     from paccp.units import format_rate
 
-    t = Table(title="SoftBW price vs performance, per VM (charged / charge had it got what it was owed)")
-    for col in ("tenant", "vm", "kind", "B sold", "demand", "rate", "perf", f"charged ({currency})",
-                "if fulfilled", "price", "verdict"):  # fmt: skip
-        t.add_column(col, justify="left" if col in ("tenant", "vm", "kind", "verdict") else "right")
+    cols = ("tenant", "vm", "kind", "B sold", "demand", "rate", "perf", f"charged ({currency})",
+            "if fulfilled", "price", "verdict")  # fmt: skip
+    t = cons.table(
+        *cols,
+        title="SoftBW price vs performance, per VM (charged / charge had it got what it was owed)",
+        right=tuple(c for c in cols if c not in ("tenant", "vm", "kind", "verdict")),
+    )
     for r in rows:
-        t.add_row(
-            r.tenant, r.vm, r.kind, format_rate(r.sold_bps), format_rate(r.mean_demand_bps),
+        cons.add_row(
+            t, r.tenant, r.vm, r.kind, format_rate(r.sold_bps), format_rate(r.mean_demand_bps),
             format_rate(r.mean_rate_bps), f"{r.perf_ratio:.3f}", f"{r.charged:.4f}", f"{r.full_charge:.4f}",
-            f"{r.price_ratio:.3f}", "[red]pays more than it gets[/red]" if r.flagged else "ok",
+            f"{r.price_ratio:.3f}", cons.styled("pays more than it gets", "red") if r.flagged else "ok",
         )  # fmt: skip
-    con = Console(highlight=False)
+    con = cons.console()
     con.print(t)
-    con.print(f"tolerance {tolerance:.0%}: {sum(r.flagged for r in rows)} VM(s) pay more than they get")
+    cons.echo(
+        f"tolerance {tolerance:.0%}: {sum(r.flagged for r in rows)} VM(s) pay more than they get", con=con
+    )

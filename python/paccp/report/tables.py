@@ -106,6 +106,18 @@ def gaming_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+# What the main table's column headers mean (table.md and the terminal show them; terms: docs/glossary.md).
+COLUMNS = (
+    "Columns: **fail C % (feasible)** = share of measurement windows in which class C wanted at least its "
+    "guarantee and got less (in brackets: counting only windows where the guarantee was feasible); "
+    "**util %** = utilisation of the bottleneck channels; **spare C** = the share of the spare bandwidth "
+    "(above the guarantees) class C got, divided by the share its weight entitles it to (1 = on target); "
+    "**got C Mb/s** = its rate while it had data to send; **paid C/h** = its price per VM-hour; "
+    "**consist. C** = (got / the reference class's got) / (paid / the reference's paid), the reference "
+    "being the class with the smallest weight, then guarantee; 1 = a class gets what it pays for."
+)
+
+
 def _md(header: list[str], rows: list[list[str]]) -> str:
     if not header:
         return ""
@@ -121,6 +133,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Scenario `{doc['scenario_file']}`, seeds {doc['seeds']}"
         + (" (--quick)" if doc.get("quick") else "")
         + f", prices in {doc['currency']} per VM-hour.\n",
+        f"\n{COLUMNS}\n",
     ]
     for p in doc["points"]:
         parts.append(f"\n## {p}\n")
@@ -166,4 +179,202 @@ def html_tables(
     h, rows = gaming_rows(doc)
     if rows:
         parts.append("<h3>Gaming</h3>" + table(h, [[esc(c) for c in r] for r in rows]))
+    return "\n".join(parts)
+
+
+# --- the comparison in the HTML report, ordered by the question each part answers -------------------------
+
+QUESTIONS = (
+    ("guarantees", "Guarantees: does each class get what it bought?", ("guarantee.png",)),
+    ("weights", "Weights: is the spare shared by the weights?", ("spare.png", "got.png")),
+    ("utilisation", "Utilisation: is the capacity used?", ("utilisation.png",)),
+    ("fct", "Flow completion times", ("fct.png", "shuffle.png")),
+    ("price", "Price: does a class get what it pays for?", ("paid.png", "consistency.png")),
+    ("gaming", "Gaming: does opening more flows pay?", ("gaming.png",)),
+)
+
+
+def _mean(v: dict[str, Any] | None) -> float | None:
+    return None if not v or v.get("mean") is None else float(v["mean"])
+
+
+def _results(doc: dict[str, Any], point: str) -> dict[str, Any]:
+    return {s: r for s, r in doc["results"].get(point, {}).items() if r is not None}
+
+
+def _question_checks(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    words = {"guarantees": ("guarantee",), "gaming": ("flows get", "flow's rate")}.get(key, ())
+    return [c for c in doc.get("checks", []) if any(w in str(c.get("statement", "")) for w in words)]
+
+
+def has_fct(doc: dict[str, Any]) -> bool:
+    """Whether any scheme finished a flow (else there is no FCT to show)."""
+    return any(
+        v["fct"]["all"]["flows"] and _mean(v["fct"]["all"].get("mean_ms")) is not None
+        for res in doc["results"].values()
+        for r in res.values()
+        if r
+        for v in r["classes"].values()
+    )
+
+
+def _closest_to_one(doc: dict[str, Any], point: str, key: str) -> tuple[str, float] | None:
+    """The scheme whose per-class ``key`` is closest to 1 on average (|log|), and that average."""
+    import math
+
+    best: tuple[str, float] | None = None
+    for s, r in _results(doc, point).items():
+        vals = [_mean(c.get(key)) for c in r["classes"].values()]
+        vals2 = [v for v in vals if v is not None and v > 0]
+        if not vals2:
+            continue
+        dev = sum(abs(math.log(v)) for v in vals2) / len(vals2)
+        if best is None or dev < best[1]:
+            best = (s, dev)
+    return best
+
+
+def _question(doc: dict[str, Any], key: str, point: str) -> tuple[str, list[list[str]], str]:
+    """(verdict text, rows with a header first, ok?) of one question at one point ('' when no data)."""
+    res = _results(doc, point)
+    classes = [p["name"] for p in doc["purchases"]]
+    if key == "guarantees":
+        guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
+        if not guaranteed:
+            return "no class buys a guarantee here", [], ""
+        head = ["scheme", *[f"{c}: windows failed % (of feasible %)" for c in guaranteed]]
+        rows = [head]
+        clean = []
+        for s, r in res.items():
+            cl = r["classes"]
+            rows.append(
+                [s]
+                + [
+                    f"{_pm(cl.get(c, {}).get('fail_share'), '{:.1f}', 100)} "
+                    f"({_pm(cl.get(c, {}).get('fail_share_feasible'), '{:.1f}', 100)})"
+                    for c in guaranteed
+                ]
+            )
+            if all((_mean(cl.get(c, {}).get("fail_share_feasible")) or 0) == 0 for c in guaranteed):
+                clean.append(s)
+        text = f"no guarantee failure where the guarantee was feasible: {', '.join(clean) or 'no scheme'}"
+        return text, rows, "yes" if clean else "no"
+    if key == "weights":
+        head = ["scheme", *[f"{c}: spare / target" for c in classes], *[f"{c}: got Mb/s" for c in classes]]
+        rows = [head]
+        for s, r in res.items():
+            cl = r["classes"]
+            rows.append(
+                [s]
+                + [_pm(cl.get(c, {}).get("spare_vs_target")) for c in classes]
+                + [_pm(cl.get(c, {}).get("got_bps"), "{:.0f}", 1e-6) for c in classes]
+            )
+        best = _closest_to_one(doc, point, "spare_vs_target")
+        text = f"closest to the weights' target (spare / target = 1): {best[0]}" if best else "no data"
+        return text, rows, "yes" if best else ""
+    if key == "utilisation":
+        rows = [["scheme", "utilisation %"]]
+        util = {s: _mean(r["utilisation"]) for s, r in res.items()}
+        rows += [[s, _pm(r["utilisation"], "{:.1f}", 100)] for s, r in res.items()]
+        known = {s: u for s, u in util.items() if u is not None}
+        if not known:
+            return "no data", rows, ""
+        hi, lo = max(known, key=known.__getitem__), min(known, key=known.__getitem__)
+        return f"highest: {hi} ({known[hi]:.0%}); lowest: {lo} ({known[lo]:.0%})", rows, "yes"
+    if key == "fct":
+        if not has_fct(doc):
+            return "no flow finished in this comparison (long-lived traffic): no FCT to show", [], ""
+        h, fr = fct_rows(doc, point)
+        rows = [h, *fr]
+        hs, sr = shuffle_rows(doc, point)
+        if sr:
+            rows += [hs, *sr]
+        fastest: dict[str, tuple[str, float]] = {}
+        for s, r in res.items():
+            for c, v in r["classes"].items():
+                m = _mean(v["fct"]["small"].get("p99_ms"))
+                if m is not None and (c not in fastest or m < fastest[c][1]):
+                    fastest[c] = (s, m)
+        text = "shortest small-flow p99 FCT: " + "; ".join(
+            f"{c} {s} ({m:.2f} ms)" for c, (s, m) in fastest.items()
+        )
+        return text, rows, "yes"
+    if key == "price":
+        head = ["scheme", *[f"{c}: paid {doc['currency']}/h" for c in classes]]
+        head += [f"{c}: got/paid vs ref." for c in classes]
+        rows = [head]
+        for s, r in res.items():
+            cl = r["classes"]
+            rows.append(
+                [s]
+                + [_pm(cl.get(c, {}).get("paid_per_hour"), "{:.3f}") for c in classes]
+                + [_pm(cl.get(c, {}).get("consistency")) for c in classes]
+            )
+        best = _closest_to_one(doc, point, "consistency")
+        text = (
+            f"most consistent (a class gets in proportion to what it pays, 1 = consistent): {best[0]}"
+            if best
+            else "no data"
+        )
+        return text, rows, "yes" if best else ""
+    return "", [], ""
+
+
+def html_report(
+    doc: dict[str, Any],
+    table: Callable[[Sequence[str], Sequence[Sequence[str]]], str],
+    esc: Callable[[Any], str],
+    verdict: Callable[[Sequence[dict[str, Any]]], str],
+    checks_table: Callable[[Sequence[dict[str, Any]]], str],
+    figure: Callable[[str], str],
+) -> str:
+    """The comparison for ``paccp report``: one part per question (guarantees, weights, utilisation,
+    FCT, price, gaming), each with a one-line verdict per point, its table and its plots (only those
+    with data). ``figure(name)`` is the captioned image of a PNG of the comparison ('' if absent)."""
+    seeds = ", ".join(map(str, doc.get("seeds", [])))
+    parts = [
+        f"<p class='small'>{esc(doc.get('scenario_file', ''))}, seeds {esc(seeds)}"
+        f"{' (--quick)' if doc.get('quick') else ''}; schemes {esc(', '.join(doc.get('schemes', [])))};"
+        f" prices in {esc(doc.get('currency'))} per VM-hour</p>"
+    ]
+    not_run = doc.get("not_run") or {}
+    if not_run:
+        items = "".join(
+            f"<li>{esc(s)} at {esc(p)}: {esc(why)}</li>"
+            for s, per in not_run.items()
+            for p, why in per.items()
+        )
+        parts.append(f"<p>Not run:</p><ul>{items}</ul>")
+    for key, heading, pngs in QUESTIONS:
+        parts.append(f"<h3>{esc(heading)}</h3>")
+        checks = _question_checks(doc, key)
+        if key == "gaming":
+            g = doc.get("gaming")
+            h, rows = gaming_rows(doc)
+            if not rows or not g:
+                parts.append("<p class='small'>no gaming runs in this comparison</p>")
+                continue
+            parts.append(
+                f"<p class='small'>{g['vms']} VMs on one {g['rate_bps'] / 1e9:g} Gb/s {esc(g['where'])} "
+                f"bottleneck, each buying G = {g['guarantee_bps'] / 1e6:g} Mb/s, W = {g['weight']:g}; gain = "
+                "the gamer's rate with k flows / a VM's mean rate when all have one flow</p>"
+            )
+            if checks:
+                parts.append(verdict(checks))
+            parts.append(table(h, [[esc(c) for c in r] for r in rows]))
+        else:
+            if checks:
+                parts.append(verdict(checks))
+            for p in doc["points"]:
+                text, rows, ok = _question(doc, key, p)
+                mark = {"yes": "✓", "no": "✗"}.get(ok, "–")
+                label = f"{p}: " if len(doc["points"]) > 1 or p else ""
+                parts.append(f"<p class='verdict {ok or 'small'}'>{mark} {esc(label + text)}</p>")
+                if rows:
+                    parts.append(table(rows[0], [[esc(c) for c in r] for r in rows[1:]]))
+        if checks:
+            parts.append(checks_table(checks))
+        if key == "fct" and not has_fct(doc):
+            continue
+        parts += [f for f in (figure(n) for n in pngs) if f]
     return "\n".join(parts)

@@ -12,11 +12,27 @@ import typer
 from paccp.errors import UserError
 from paccp.limits import INT64_MAX
 
+# The ids of `paccp reproduce`, for its help without importing every experiment (a test keeps this list
+# equal to the registry, paccp.experiments.REGISTRY).
+EXPERIMENT_IDS = (
+    "fig4a", "fig4c", "fig5", "rcos", "fig8", "fig9", "fig10", "fig11",
+    "softbw-oc", "softbw-price", "softbw-short", "softbw-converge", "softbw-share",
+    "mptcp-bg", "mptcp-table3", "mptcp-fair", "mptcp-sched", "mptcp-rcvbuf", "mptcp-cc", "mptcp-wc",
+    "mptcp-clos",
+)  # fmt: skip
+
+
+PROBLEM_HELP = (
+    'problem JSON: {"links": {NAME: RATE}, "flows": [{"id", "route", "theta_bps", "omega"}]};'
+    ' rates in bit/s or with units, e.g. "40Gbit"'
+)
+
 
 def optimum(
-    problem: Path = typer.Argument(..., help="problem JSON: {links: {name: bps}, flows: [...]}"),
+    problem: Path = typer.Argument(..., help=PROBLEM_HELP),
 ) -> None:
-    """Solve max sum omega*log(x) s.t. link capacities and x >= theta; print rates, utility, bottlenecks."""
+    """Solve the reference allocation (max sum omega log x within link capacities, x >= theta); print
+    rates, utility and bottlenecks as JSON."""
     from paccp.sim import optimum as opt
 
     sol = opt.solve(opt.load_problem(problem))
@@ -42,22 +58,67 @@ def run(
     summary = rundir.run_scenario(sc, out, scenario_text=scenario.read_bytes().decode("utf-8"))
     for line in summary.get("warnings", []):
         typer.echo(f"paccp: warning: {line}", err=True)
-    typer.echo(f"wrote {out} ({summary['n_flows']} flows, {summary['n_finished']} finished)")
+    print_run_table(summary, out)
+
+
+def _ms(ns: float | None) -> str:
+    return "" if ns is None else f"{ns / 1e6:.3g} ms"
+
+
+def print_run_table(summary: dict[str, Any], out: Path) -> None:
+    """Per class: flows, mean delivered rate per flow, its guarantee and optimum (long-lived runs), FCTs."""
+    from paccp.common import console as cons
+    from paccp.units import format_rate
+
+    classes = summary["classes"]
+    has_fct = any(c.get("mean_fct_ns") is not None for c in classes.values())
+    has_opt = any("optimal_bps" in c for c in classes.values())
+    cols = ["class", "flows", "finished", "rate per flow", "theta per flow"]
+    cols += ["optimum per flow", "rate/optimum"] if has_opt else []
+    cols += ["mean FCT", "p99 FCT", "deadlines met"] if has_fct else []
+    warm = summary["warmup_ns"] / 1e6
+    t = cons.table(
+        *cols,
+        title=f"{out.name}: {summary['duration_ns'] / 1e6:g} ms simulated,"
+        f" rates after the {warm:g} ms warm-up",
+        right=tuple(cols[1:]),
+    )
+    for lab, c in classes.items():
+        row = [lab, c["flows"], c["finished"], format_rate(round(c["mean_rate_bps"]))]
+        row.append(format_rate(round(c["theta_bps"])) if c.get("theta_bps") else "-")
+        if has_opt:
+            o = c.get("optimal_bps")
+            row += [format_rate(round(o)), f"{c['mean_rate_bps'] / o:.2f}"] if o else ["", ""]
+        if has_fct:
+            dl = c.get("deadline_meet_rate")
+            row += [_ms(c.get("mean_fct_ns")), _ms(c.get("p99_fct_ns")), "" if dl is None else f"{dl:.0%}"]
+        cons.add_row(t, *row)
+    con = cons.console()
+    con.print(t)
+    if not has_fct:
+        cons.echo("long-lived flows: they run to the end, so none finishes and no FCT is measured", con=con)
+    cons.echo(f"wrote {out} (summary.json, flows.parquet, rate_<class>.png; paccp report {out})", con=con)
 
 
 def reproduce(
-    experiments: list[str] = typer.Argument(..., help="experiment ids, e.g. fig4a fig4c fig5"),
+    experiments: list[str] = typer.Argument(..., help="experiment ids (listed above), one or more"),
     out: Path = typer.Option(..., "--out", help="output directory; each experiment writes DIR/<id>/"),
     duration: str | None = typer.Option(None, "--duration", help="simulated time per run, e.g. 200ms"),
     seed: int = typer.Option(1, "--seed", help="random seed"),
-    quick: bool = typer.Option(False, "--quick", help="scaled-down run (for tests; see the README)"),
+    quick: bool = typer.Option(False, "--quick", help="scaled-down runs, seconds each (what the tests run)"),
     transport: list[str] = typer.Option(
         [],
         "--transport",
-        help="[transport] key=value for every run (repeatable), e.g. --transport sack=true",
+        help="a key=value of the scenarios' [transport] table for every run (repeatable), e.g. sack=true",
     ),
 ) -> None:
-    """Reproduce paper experiments and compare with the paper's numbers and the optimum."""
+    """Reproduce paper experiments and compare with the paper's numbers and the optimum.
+
+    \b
+    Experiments: fig4a fig4c fig5 (long-lived flows, PACCP paper Fig. 4-5); rcos fig8 fig9 fig10 fig11
+    (workloads); softbw-oc softbw-price softbw-short softbw-converge softbw-share (SoftBW); mptcp-bg
+    mptcp-table3 mptcp-fair mptcp-sched mptcp-rcvbuf mptcp-cc mptcp-wc mptcp-clos (MPTCP BG/WC).
+    """
     from paccp.common.outdir import check_out_dir
     from paccp.experiments import ExperimentOptions, load_all
     from paccp.units import parse_duration_ns

@@ -379,11 +379,47 @@ def _solve_active(
 
 
 # --------------------------------------------------------------------------------------------------
+# The optimum of an engine run
+
+
+def optimum_on_routes(result: Any) -> tuple[list[Flow], Solution]:
+    """Optimum on the engine's routes and channel rates; returns (the per-flow problem, its solution).
+
+    A VM's pair is split equally over its flows (all long-lived, so always active).
+    """
+    from paccp.common.cos import split_pair
+
+    chan = dict(
+        zip(
+            result.channels.column("name").to_pylist(),
+            result.channels.column("rate_bps").to_pylist(),
+            strict=True,
+        )
+    )
+    rows = result.flows.to_pylist()
+    per_vm: dict[str, int] = {}
+    for r in rows:
+        if r["vm"] is not None:
+            per_vm[r["vm"]] = per_vm.get(r["vm"], 0) + 1
+    flows = []
+    for r in rows:
+        n = per_vm.get(r["vm"], 1) if r["vm"] is not None else 1
+        theta, omega = split_pair(r["theta_bps"], r["omega"], n)
+        flows.append(Flow(r["id"], tuple(r["route"]), theta, omega))
+    links = {ln: float(chan[ln]) for f in flows for ln in f.route}
+    sol = solve(Problem(links=links, flows=tuple(flows)))
+    return flows, sol
+
+
+# --------------------------------------------------------------------------------------------------
 # JSON problems (``paccp optimum``)
 
 
 def problem_from_json(obj: Any, where: str = "problem") -> Problem:
-    """Build a Problem from ``{"links": {name: bps}, "flows": [{"id","route","theta_bps","omega"}]}``."""
+    """Build a Problem from ``{"links": {name: bps}, "flows": [{"id","route","theta_bps","omega"}]}``.
+
+    Capacities and ``theta_bps`` are numbers of bit/s or rates with units (``"40Gbit"``), as in scenarios.
+    """
     if not isinstance(obj, dict):
         raise UserError(f"{where}: expected a JSON object with 'links' and 'flows'")
     extra = set(obj) - {"links", "flows"}
@@ -397,9 +433,12 @@ def problem_from_json(obj: Any, where: str = "problem") -> Problem:
         raise UserError(f"{where}: 'flows' must be a list")
     caps: dict[str, float] = {}
     for name, c in links.items():
+        if isinstance(c, str):  # human units, as in scenarios: "40Gbit"
+            c = _rate(c, f"{where}: links.{_short(name)}: capacity")
         if isinstance(c, bool) or not isinstance(c, int | float):
             raise UserError(
-                f"{where}: links.{_short(name)}: capacity must be a number of bit/s, got {_short(c)}"
+                f'{where}: links.{_short(name)}: capacity must be a rate (bit/s or e.g. "40Gbit"),'
+                f" got {_short(c)}"
             )
         caps[str(name)] = _finite(c, f"{where}: links.{_short(name)}: capacity")
     if len(links) * len(flows) > MAX_OPTIMUM_CELLS:
@@ -421,6 +460,8 @@ def problem_from_json(obj: Any, where: str = "problem") -> Problem:
         if not isinstance(route, list) or not all(isinstance(r, str) for r in route):
             raise UserError(f"{where}: flows[{k}].route must be a list of link names")
         theta = f.get("theta_bps", 0)
+        if isinstance(theta, str):
+            theta = _rate(theta, f"{where}: flows[{k}].theta_bps")
         omega = f.get("omega", 1.0)
         for key, val in (("theta_bps", theta), ("omega", omega)):
             if isinstance(val, bool) or not isinstance(val, int | float):
@@ -434,6 +475,17 @@ def problem_from_json(obj: Any, where: str = "problem") -> Problem:
             )
         )
     return Problem(links=caps, flows=tuple(out))
+
+
+def _rate(text: str, what: str) -> int:
+    """A rate with units (paccp.units, the scenarios' parser): ``"40Gbit"``, ``"400Mbps"``."""
+    from paccp.units import parse_rate_bps
+
+    try:
+        return parse_rate_bps(text)
+    except (UserError, ValueError) as exc:
+        msg = exc.message if isinstance(exc, UserError) else str(exc)
+        raise UserError(f"{what}: {msg}") from None
 
 
 def _short(v: Any) -> str:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from paccp.common.cos import classify, flow_cos
+from paccp.common.cos import classify, flow_cos, split_pair
 from paccp.common.usage import UsageRecord, write_usage
 from paccp.scenario import Scenario, epoch_ns, to_engine
 from paccp.sim.guarantees import warnings_for
@@ -89,14 +89,18 @@ def engine_progress(description: str, enabled: bool = True) -> Iterator[Callable
     if not enabled:
         yield None
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(
+    from paccp.common.console import is_terminal, progress
+
+    if not is_terminal(stderr=True):  # a pipe or a log: no bar, no residue, no callback cost
+        yield None
+        return
+    with progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.percentage:>5.1f}% simulated"),
         TimeElapsedColumn(),
-        transient=True,
     ) as bar:
         from rich.markup import escape
 
@@ -320,6 +324,50 @@ def class_rate_series(
     return times, {lab: rates[idx] for lab, idx in sorted(groups.items())}
 
 
+def optimum_applies(sc: Scenario) -> str | None:
+    """None when the run's optimum is a single allocation (every flow long-lived, started before the end of
+    the warm-up, with a fixed pair, PACCP's own scheme); otherwise why it does not apply."""
+    if sc.arrivals or any(f.size is not None for f in sc.flows):
+        return "finite flows: the allocation changes as they come and go"
+    if any(f.start >= sc.run.warmup or f.changes for f in sc.flows):
+        return "flows start after the warm-up or change their pair during the run"
+    if sc.scheme is not None or sc.softbw is not None:
+        return "the run is not PACCP's allocation"
+    return None
+
+
+def class_optimum(sc: Scenario, result: EngineResult, labels: dict[str, str]) -> dict[str, float] | None:
+    """Per label, the mean per-flow rate of the optimum (:func:`paccp.sim.optimum.optimum_on_routes`), when
+    :func:`optimum_applies`; else None."""
+    if optimum_applies(sc) is not None or not labels:
+        return None
+    from paccp.errors import UserError
+    from paccp.sim.optimum import optimum_on_routes
+
+    try:
+        _, sol = optimum_on_routes(result)
+    except UserError:  # infeasible guarantees: the run's warnings say so
+        return None
+    by: dict[str, list[float]] = {}
+    for fid, x in sol.rates_bps.items():
+        by.setdefault(labels[fid], []).append(float(x))
+    return {lab: float(np.mean(v)) for lab, v in sorted(by.items())}
+
+
+def class_theta(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per label, the mean per-flow guarantee at the start (a VM's theta split over its flows); labels
+    without one are left out."""
+    per_vm: dict[str, int] = {}
+    for r in rows:
+        if r["vm"] is not None:
+            per_vm[r["vm"]] = per_vm.get(r["vm"], 0) + 1
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        n = per_vm.get(r["vm"], 1) if r["vm"] is not None else 1
+        by.setdefault(r["label"], []).append(split_pair(float(r["theta_bps"] or 0), float(r["omega"]), n)[0])
+    return {lab: float(np.mean(v)) for lab, v in sorted(by.items()) if any(v)}
+
+
 def summarize(sc: Scenario, result: EngineResult, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The deterministic part of ``summary.json``: counts, per-label mean rates, FCTs, engine stats."""
     by_label: dict[str, list[dict[str, Any]]] = {}
@@ -358,8 +406,12 @@ def write_run_dir(
     extra: dict[str, Any] | None = None,
     plots: bool = True,
     engine_json: dict[str, Any] | None = None,
+    with_optimum: bool = False,
 ) -> dict[str, Any]:
     """Write every file of a run directory; return the summary (also written as summary.json).
+
+    ``with_optimum``: when the optimum applies (:func:`optimum_applies`), each class of the summary gets
+    ``optimal_bps`` (its mean per-flow rate at the optimum) and the rate plots draw it.
 
     ``engine_json`` is the resolved engine input the run was made from (:func:`paccp.scenario.to_engine`
     of ``sc``; computed here when not given).
@@ -377,9 +429,16 @@ def write_run_dir(
         (out / "scenario.toml").write_text(scenario_text, encoding="utf-8")
     labels = {r["id"]: r["label"] for r in rows}
     times, series = class_rate_series(result, labels)
+    optimum = class_optimum(sc, result, labels) if with_optimum else None
     if plots and times.size:
-        plot_class_rates(times, series, out)
+        plot_class_rates(times, series, out, reference_bps=optimum, theta_bps=class_theta(rows))
     summary = summarize(sc, result, rows)
+    for lab, th in class_theta(rows).items():
+        if with_optimum:
+            summary["classes"][lab]["theta_bps"] = th
+    if optimum is not None:
+        for lab, x in optimum.items():
+            summary["classes"][lab]["optimal_bps"] = x
     summary["run_id"] = run_id(engine_json)
     warnings = warnings_for(result, sc.run.duration)
     if warnings:  # only when there is something to say (run directories stay byte-identical otherwise)
@@ -403,5 +462,11 @@ def run_scenario(sc: Scenario, out: Path, *, scenario_text: str | None = None) -
     with staged_dir(out) as tmp:
         result, wall = run_engine(engine_json, description=f"run {out.name}")
         return write_run_dir(
-            tmp, sc, result, wall_s=wall, scenario_text=scenario_text, engine_json=engine_json
+            tmp,
+            sc,
+            result,
+            wall_s=wall,
+            scenario_text=scenario_text,
+            engine_json=engine_json,
+            with_optimum=True,
         )

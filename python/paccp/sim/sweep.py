@@ -286,11 +286,11 @@ class _Bar:
     def __enter__(self) -> Callable[[], None]:
         if not self.enabled:
             return lambda: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(
-            TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True
-        )
+        from paccp.common.console import progress
+
+        self.bar = progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         self.bar.__enter__()
         task = self.bar.add_task("points", total=self.total)
         return lambda: self.bar.advance(task)
