@@ -6,16 +6,20 @@ from pathlib import Path
 
 import typer
 
+from paccp.compare.schemes import SCHEMES
 from paccp.errors import UserError
 
 DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp,paccp-host"
+"""The schemes run when ``--schemes`` is not given: every scheme but paccp-host's ablations."""
 
 
 def compare(
     scenario: Path = typer.Argument(..., help="comparison file (scenarios/compare-*.toml)"),
     out: Path = typer.Option(..., "--out", help="output directory (compare.json, table.md, PNGs, cache/)"),
     schemes: str = typer.Option(
-        DEFAULT_SCHEMES, "--schemes", help="comma-separated, any of: " + DEFAULT_SCHEMES.replace(",", ", ")
+        DEFAULT_SCHEMES,
+        "--schemes",
+        help="comma-separated, any of: " + ", ".join(SCHEMES) + " (default: all but the ablations)",
     ),
     quick: bool = typer.Option(
         False, "--quick", help="scaled down as the file's [compare.quick] table says (what the tests run)"
