@@ -18,6 +18,7 @@ MAX_LINKS = 10_000_000
 MAX_NAME = 64  # ids, labels, tenants, node names (file names, usage record ids)
 MAX_FLOWS_PER_RUN = 5_000_000  # static + expected arrival flows (about 1-2 KB of memory each)
 MAX_SAMPLE_CELLS = 20_000_000  # sampled flows x sample intervals (the engine returns them at once)
+MAX_CBR_DATAGRAMS = 200_000_000  # datagrams of a constant-rate (UDP) flow per run (one event each)
 MAX_OPTIMUM_CELLS = 50_000_000  # links x flows of an optimum problem (dense matrices)
 INT64_MAX = 2**63 - 1
 

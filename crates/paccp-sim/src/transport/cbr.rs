@@ -2,6 +2,11 @@
 //! `size * 8 / rate`, no congestion control, no ACKs, no retransmission. A delivered datagram counts as
 //! acknowledged at the receiver (`snd_una` counts delivered datagrams), so samples and `bytes_acked`
 //! report the delivered rate. The packets go through the same NIC, queues and shapers as TCP's.
+//!
+//! Under host backpressure the NIC queue is lossless (TCP waits for room instead of being dropped); a
+//! datagram finds no room there is dropped at the host, as a full qdisc drops it. Queuing it anyway kept
+//! every datagram of a flow faster than its NIC or shaper: memory proportional to rate x time (a
+//! 100 Tbit/s flow allocated 10 GiB and aborted), and a queue no Linux host has.
 use super::{Ctx, Flow};
 use crate::event::Ev;
 use crate::net::Pkt;
@@ -39,7 +44,19 @@ impl Flow {
             sack: SackOpt::NONE,
         };
         let ch = cx.routes[self.info.route_data as usize];
-        cx.inject(pkt, ch, key);
+        let c = &mut cx.channels[ch as usize];
+        let mut room = true;
+        if c.lossless {
+            c.advance_unless_room(size as u64, key, cx.q.now, cx.q.cur_from, cx.slab);
+            room = c.has_room(size as u64, key);
+        }
+        if room {
+            cx.inject(pkt, ch, key);
+        } else {
+            c.drops += 1;
+            cx.stats.packets_sent += 1;
+            cx.stats.packets_dropped += 1;
+        }
         let next = cx.now() + Bps(rate).tx_time(Bytes(size as u64)).0;
         cx.schedule(next, Ev::CbrSend { flow: idx });
     }
