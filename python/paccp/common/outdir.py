@@ -165,6 +165,26 @@ def staged_command(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+@contextmanager
+def resumable_dir(out: Path, option: str = "--out") -> Iterator[Path]:
+    """An output directory that is resumable by design (a per-point cache, each entry written atomically;
+    its summary files written with :func:`write_text_atomic`): created in place, and on a failure removed
+    again if this call created it and nothing was cached in it yet (a bad option or a plan error leaves
+    no empty directory behind); a kill leaves only complete cache entries, which the next run reuses."""
+    check_out_dir(out, option)
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{option} {out}: cannot create it ({exc.strerror or type(exc).__name__})") from None
+    try:
+        yield out
+    except BaseException:
+        if created and not any(p.is_file() for p in out.rglob("*")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
 def _swap(tmp: Path, out: Path) -> None:
     """Move ``tmp`` to ``out``, replacing an existing directory (renames only; the old one is deleted)."""
     if not out.exists():
