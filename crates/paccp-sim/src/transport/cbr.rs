@@ -3,15 +3,22 @@
 //! acknowledged at the receiver (`snd_una` counts delivered datagrams), so samples and `bytes_acked`
 //! report the delivered rate. The packets go through the same NIC, queues and shapers as TCP's.
 //!
-//! Under host backpressure the NIC queue is lossless (TCP waits for room instead of being dropped); a
-//! datagram finds no room there is dropped at the host, as a full qdisc drops it. Queuing it anyway kept
-//! every datagram of a flow faster than its NIC or shaper: memory proportional to rate x time (a
-//! 100 Tbit/s flow allocated 10 GiB and aborted), and a queue no Linux host has.
+//! Under host backpressure the NIC queue is lossless (TCP waits for room instead of being dropped), and
+//! datagrams are queued there even above the queue's limit (a UDP flow within its shaper's rate keeps
+//! its share next to TCP, which keeps that queue full). Only above [`CBR_QUEUE_CAP_BYTES`] of queued
+//! bytes is a datagram dropped at the host: without that cap every datagram of a flow faster than its
+//! NIC or shaper stayed queued, memory proportional to rate x time (a 100 Tbit/s flow allocated 10 GiB
+//! and aborted).
 use super::{Ctx, Flow};
 use crate::event::Ev;
 use crate::net::Pkt;
 use crate::sack::SackOpt;
 use crate::units::{Bps, Bytes};
+
+/// Bytes a lossless host queue may hold before a constant-rate datagram is dropped there (64 MiB: far
+/// above any configured queue, so only a flow faster than its NIC or shaper reaches it; memory per
+/// queue is then bounded, about 45,000 packets).
+pub(crate) const CBR_QUEUE_CAP_BYTES: u64 = 64 << 20;
 
 impl Flow {
     /// Sends the next datagram and schedules the one after it.
@@ -45,12 +52,7 @@ impl Flow {
         };
         let ch = cx.routes[self.info.route_data as usize];
         let c = &mut cx.channels[ch as usize];
-        let mut room = true;
-        if c.lossless {
-            c.advance_unless_room(size as u64, key, cx.q.now, cx.q.cur_from, cx.slab);
-            room = c.has_room(size as u64, key);
-        }
-        if room {
+        if !c.lossless || c.queue_bytes() + size as u64 <= CBR_QUEUE_CAP_BYTES {
             cx.inject(pkt, ch, key);
         } else {
             c.drops += 1;
