@@ -280,3 +280,84 @@ def test_default_ledger_is_private_and_per_user(
     assert cli(capsys, "bill", "tenant", "add", "acme", "--book", str(book_file))[0] == 0
     assert stat.S_IMODE(other.stat().st_mode) == 0o600
     assert os.environ["PACCP_LEDGER"] == str(other)
+
+
+# --- one period type, one spelling per month (issue 30) ---------------------------------------------
+
+
+FULL_WIDTH = "\uff12\uff10\uff12\uff16-\uff11\uff11"  # 2026-11 in full-width digits
+ARABIC_INDIC = "\u0662\u0660\u0662\u0666-\u0661\u0661"
+
+
+@pytest.mark.parametrize(
+    "period",
+    [" 2026-11", "2026-11\n", "2026-11 ", FULL_WIDTH, ARABIC_INDIC, "2026-1", "26-11", "2026/11",
+     "2026-11-01", "+2026-11", ""],
+)  # fmt: skip
+def test_period_is_strict_yyyy_mm(capsys: pytest.CaptureFixture[str], tmp_path: Path, period: str) -> None:
+    """Whitespace, a newline, full-width or Arabic-Indic digits: not a second spelling of 2026-11."""
+    db = str(tmp_path / "l.sqlite")
+    Ledger(db).add_tenant("acme", "vbp", BOOK)
+    args = ["bill", "invoice", "--tenant", "acme", "--period", period, "--db", db, "--issue"]
+    code, _, err = cli(capsys, *args)
+    assert one_line_error(code, err) and "--period" in err and "YYYY-MM" in err, err
+    with pytest.raises(UserError, match="YYYY-MM"):
+        Ledger(db).issue("acme", period, "USD", "0", {})
+    assert Ledger(db).issued("acme", "2026-11") == []
+
+
+def test_a_month_is_issued_once_whatever_the_spelling(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "l.sqlite")
+    Ledger(db).add_tenant("acme", "vbp", BOOK)
+    inv = ["bill", "invoice", "--tenant", "acme", "--db", db, "--issue", "--period"]
+    assert "issued revision 1" in cli(capsys, *inv, "2026-11")[1]
+    for other in (" 2026-11", "2026-11\n", FULL_WIDTH, ARABIC_INDIC):
+        assert cli(capsys, *inv, other)[0] == 2
+    assert "unchanged since issued revision 1" in cli(capsys, *inv, "2026-11")[1]
+    assert len(Ledger(db).issued("acme", "2026-11")) == 1
+
+
+@pytest.mark.parametrize("period", [" 2026-11", "2026-11\n", FULL_WIDTH, "2026-13"])
+def test_the_database_refuses_another_spelling(db: str, period: str) -> None:
+    """The constraint holds below the application too (trigger on SQLite, CHECK on PostgreSQL)."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DatabaseError
+
+    led = Ledger(db)
+    led.add_tenant("acme", "vbp", BOOK)
+    ins = (
+        "INSERT INTO invoice (tenant, period, revision, currency, total, body_json, body_sha256, issued_at)"
+        " VALUES ('acme', :p, 1, 'USD', '0', '{}', 'x', 'now')"
+    )
+    with pytest.raises(DatabaseError, match="period"), led.engine.begin() as conn:
+        conn.execute(text(ins), {"p": period})
+    with led.engine.begin() as conn:
+        conn.execute(text(ins), {"p": "2026-11"})
+    assert len(led.issued("acme", "2026-11")) == 1
+
+
+def test_migration_sets_aside_invoices_of_other_spellings(tmp_path: Path) -> None:
+    """A ledger that issued 2026-11 twice (as '2026-11' and ' 2026-11') keeps the canonical one; the other
+    goes to invoice_quarantine with the reason."""
+    import shutil
+
+    path = tmp_path / "old.sqlite"
+    shutil.copy(Path(__file__).parent / "data" / "ledger-v3.sqlite", path)
+    con = sqlite3.connect(path)
+    con.execute(
+        "INSERT INTO invoice (tenant, period, revision, currency, total, body_json, body_sha256, issued_at)"
+        " VALUES ('acme', ' 2026-11', 1, 'USD', '0.10', '{}', 'x', 'then')"
+    )
+    con.commit()
+    con.close()
+    led = Ledger(str(path))
+    assert [r for r, _, _ in led.issued("acme", "2026-11")] == [1]
+    with led.engine.connect() as conn:
+        from sqlalchemy import text
+
+        rows = conn.execute(text("SELECT tenant, reason FROM invoice_quarantine")).all()
+        periods = [r[0] for r in conn.execute(text("SELECT period FROM invoice"))]
+    assert rows == [("acme", "period ' 2026-11' is not YYYY-MM in ASCII digits")]
+    assert periods == ["2026-11"]

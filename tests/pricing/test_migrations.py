@@ -41,9 +41,9 @@ def invoice(led: Ledger, tenant: str, period: str) -> dict[str, object]:
 
 def test_fresh_ledger_is_the_declared_schema(new_db: Callable[..., str]) -> None:
     led = Ledger(new_db(empty=True))
-    assert led.revision() == _head_revision() == "0001"
+    assert led.revision() == _head_revision() == "0002"
     assert schema_diff(led) == []
-    assert Ledger(led.url).migrate() == "0001"  # re-opening applies nothing
+    assert Ledger(led.url).migrate() == "0002"  # re-opening applies nothing
 
 
 def legacy_copy(tmp_path: Path) -> Path:
@@ -56,7 +56,7 @@ def test_pre_alembic_ledger_upgrades_in_place(tmp_path: Path) -> None:
     path = legacy_copy(tmp_path)
     before = json.loads((DATA / "ledger-v3-invoices.json").read_text())
     led = Ledger(str(path))
-    assert led.revision() == "0001" and schema_diff(led) == []
+    assert led.revision() == "0002" and schema_diff(led) == []
     with led.engine.connect() as conn:
         tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
     assert "schema_version" not in tables and not any(t.endswith("_v3") for t in tables)
@@ -130,7 +130,7 @@ def test_pre_alembic_postgresql_ledger_is_repaired(pg: TempPostgres) -> None:
             conn.execute(text(batch + " VALUES ('f', 'h', 1, 0, 'now')"))
     led_engine.dispose()
     led = Ledger(url)
-    assert led.revision() == "0001" and schema_diff(led) == []
+    assert led.revision() == "0002" and schema_diff(led) == []
     assert led.ingest([rec(record_id="a")], tenant="acme").new == 1
     assert invoice(led, "acme", "2026-11")["total"] == "0.10"
     with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:

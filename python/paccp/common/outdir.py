@@ -6,17 +6,23 @@
   place at the end, replacing a previous run's directory (so its stale files, e.g. plots of classes that
   no longer exist, go with it); on any failure the temporary directory is removed and the destination is
   left as it was;
+- :func:`staged_parent`: the same for code that writes ``PARENT/NAME/`` itself (an experiment writes
+  ``opts.out_dir / id``): a temporary parent beside the destination, whose ``NAME`` is moved into place;
+- :func:`staged_command`: a decorator giving a command's ``out`` parameter this treatment (the testbeds);
+  :func:`shown_path` prints a path inside a staged directory as where it will be;
 - :func:`write_text_atomic`: one file written to a temporary sibling and renamed over the destination.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from paccp.errors import UserError
 
@@ -86,11 +92,96 @@ def staged_dir(out: Path, option: str = "--out") -> Iterator[Path]:
         os.chmod(tmp, 0o777 & ~_umask())
     except OSError as exc:
         raise UserError(f"{option} {out}: cannot create it ({exc.strerror or type(exc).__name__})") from None
+    _TARGETS[tmp] = out.resolve()
     try:
         yield tmp
         _swap(tmp, out.resolve())
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        _TARGETS.pop(tmp, None)
+
+
+_TARGETS: dict[Path, Path] = {}  # staged temporary directory -> its destination, while being built
+
+
+def shown_path(path: Path) -> Path:
+    """``path`` as it will be once the staged directory holding it is in place (for messages)."""
+    for tmp, target in _TARGETS.items():
+        if path == tmp or tmp in path.parents:
+            return target / path.relative_to(tmp)
+    return path
+
+
+@contextmanager
+def staged_parent(out: Path, option: str = "--out") -> Iterator[Path]:
+    """Yield a temporary directory P beside ``out`` for code that writes ``P / out.name`` itself; on success
+    ``P / out.name`` replaces ``out`` (as :func:`staged_dir`), on any failure P is removed."""
+    with staged_dir(out, option) as tmp:
+        parent = tmp / ".stage"
+        built = parent / out.resolve().name
+        parent.mkdir()
+        _TARGETS[built] = out.resolve()
+        try:
+            yield parent
+        finally:
+            _TARGETS.pop(built, None)
+        if built.is_dir():
+            for item in built.iterdir():
+                item.rename(tmp / item.name)
+        shutil.rmtree(parent)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def staged_command(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a command whose keyword ``out`` is its output directory: checked before any work, built
+    beside its place and moved there when the command returns, or exits with ``typer.Exit`` (its outputs
+    are complete: e.g. a testbed run that did not drive its links still writes its summary, exit 3);
+    removed on any other failure."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        import click
+
+        out = kwargs.get("out")
+        if not isinstance(out, Path):
+            return fn(*args, **kwargs)
+        check_out_dir(out, replace=True)
+        exit_exc: click.exceptions.Exit | None = None
+        with staged_dir(out) as tmp:
+            kwargs["out"] = tmp
+            try:
+                return_value = fn(*args, **kwargs)
+            except click.exceptions.Exit as exc:
+                exit_exc = exc
+        if exit_exc is not None:
+            raise exit_exc
+        return return_value
+
+    return wrapper
+
+
+@contextmanager
+def resumable_dir(out: Path, option: str = "--out") -> Iterator[Path]:
+    """An output directory that is resumable by design (a per-point cache, each entry written atomically;
+    its summary files written with :func:`write_text_atomic`): created in place, and on a failure removed
+    again if this call created it and nothing was cached in it yet (a bad option or a plan error leaves
+    no empty directory behind); a kill leaves only complete cache entries, which the next run reuses."""
+    check_out_dir(out, option)
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{option} {out}: cannot create it ({exc.strerror or type(exc).__name__})") from None
+    try:
+        yield out
+    except BaseException:
+        if created and not any(p.is_file() for p in out.rglob("*")):
+            shutil.rmtree(out, ignore_errors=True)
         raise
 
 

@@ -95,9 +95,11 @@ def run_compare(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the comparison and write its outputs; return the compare.json document."""
-    from paccp.common.outdir import check_out_dir
+    from paccp import limits
+    from paccp.common.outdir import check_out_dir, resumable_dir
     from paccp.pricing.book import load_book
 
+    limits.check_int(workers, "--workers", 1, 4096)
     spec = load_spec(scenario)
     if quick:
         spec = spec.quick()
@@ -105,21 +107,21 @@ def run_compare(
     check_out_dir(out)
     t0 = time.perf_counter()
     jobs, not_run = plan(spec, schemes)
-    out.mkdir(parents=True, exist_ok=True)
-    raws = run_points(
-        [j.sweep_point for j in jobs],
-        out / f"cache-m{MEASURE_VERSION}",
-        executor=executor,
-        workers=workers,
-        address=address,
-        progress=progress,
-        evaluate_fn=evaluate,
-    )
-    doc = aggregate(spec, schemes, jobs, raws, book, not_run, quick)
-    doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    doc["runs"] = len(jobs)
-    doc["runs_cached"] = sum(1 for r in raws if r.get("cached"))
-    write_outputs(doc, jobs, raws, book, spec, out)
+    with resumable_dir(out):
+        raws = run_points(
+            [j.sweep_point for j in jobs],
+            out / f"cache-m{MEASURE_VERSION}",
+            executor=executor,
+            workers=workers,
+            address=address,
+            progress=progress,
+            evaluate_fn=evaluate,
+        )
+        doc = aggregate(spec, schemes, jobs, raws, book, not_run, quick)
+        doc["wall_s"] = round(time.perf_counter() - t0, 1)
+        doc["runs"] = len(jobs)
+        doc["runs_cached"] = sum(1 for r in raws if r.get("cached"))
+        write_outputs(doc, jobs, raws, book, spec, out)
     return doc
 
 

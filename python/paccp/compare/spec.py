@@ -216,9 +216,14 @@ class Spec:
         if q.mapreduce_jobs is not None:
             upd["traffic"] = self.cfg.traffic.model_copy(update={"jobs": q.mapreduce_jobs})
         base = copy.deepcopy(self.base)
+        where = f"{self.path}: compare.quick.set"
         for dotted, value in q.set.items():
-            set_path(base, dotted, value)
-        return Spec(self.cfg.model_copy(update=upd), base, self.path)
+            if not isinstance(dotted, str) or not dotted or any(not p for p in dotted.split(".")):
+                raise UserError(f"{where}: {str(dotted)[:60]!r} is not a dotted path such as 'run.duration'")
+            set_path(base, dotted, value, where)
+        cfg = self.cfg.model_copy(update=upd)
+        check_doc(cfg, base, self.path, after="after compare.quick.set")  # the same bans and bounds
+        return Spec(cfg, base, self.path)
 
 
 def _fmt(exc: ValidationError, where: str) -> str:
@@ -234,23 +239,54 @@ def load_spec(path: str | Path) -> Spec:
     doc = read_toml_file(p, "comparison file")
     if "compare" not in doc or not isinstance(doc["compare"], dict):
         raise UserError(f"{p}: missing [compare] table (see paccp.compare.spec)")
-    for sec in SCHEME_FREE_SECTIONS:
-        if sec in doc:
-            raise UserError(
-                f"{p}: [{sec}] is not allowed in a comparison file: each scheme's mapping writes it from "
-                "[[compare.purchases]]"
-            )
+    check_banned(doc, p)
     try:
         cfg = CompareCfg.model_validate(doc.pop("compare"))
     except ValidationError as exc:
         raise UserError(_fmt(exc, str(p))) from None
+    check_doc(cfg, doc, p)
+    return Spec(cfg, doc, p)
+
+
+def check_banned(doc: dict[str, Any], p: Path, after: str = "") -> None:
+    """The sections a comparison file must not hold (each scheme's mapping writes them)."""
+    for sec in SCHEME_FREE_SECTIONS:
+        if sec in doc:
+            how = f" ({after})" if after else ""
+            raise UserError(
+                f"{p}: [{sec}] is not allowed in a comparison file{how}: each scheme's mapping writes it"
+                " from [[compare.purchases]]"
+            )
+
+
+def check_doc(cfg: CompareCfg, doc: dict[str, Any], p: Path, after: str = "") -> None:
+    """Checks of a comparison's scenario part against its [compare] table: made on the file, and again
+    on the --quick version once ``compare.quick.set`` is applied (the same bans and bounds)."""
+    from paccp.units import parse_duration_ns
+
+    check_banned(doc, p, after)
+    how = f" ({after})" if after else ""
+    if "compare" in doc:
+        raise UserError(f"{p}: compare.quick.set must not change [compare] itself{how}")
+    run = doc.get("run")
+    if isinstance(run, dict) and "duration" in run:
+        try:
+            dur = parse_duration_ns(run["duration"])
+            warm = parse_duration_ns(run["warmup"]) if "warmup" in run else 0
+        except UserError as exc:
+            raise UserError(f"{p}: run{how}: {exc.message}") from None
+        if cfg.window > dur - warm:
+            raise UserError(
+                f"{p}: compare.window ({cfg.window / 1e6:g} ms) must fit in the measured part of the run"
+                f" (run.duration - run.warmup = {(dur - warm) / 1e6:g} ms){how}: no window would fit and"
+                " every score would be empty"
+            )
     if cfg.traffic.kind == "arrivals" and not doc.get("arrivals"):
         raise UserError(f"{p}: compare.traffic.kind = 'arrivals' needs [[arrivals]]")
     if cfg.traffic.kind != "arrivals" and doc.get("arrivals"):
         raise UserError(f"{p}: [[arrivals]] are only used with compare.traffic.kind = 'arrivals'")
     if any(pt.load is not None for pt in cfg.points) and cfg.traffic.kind != "arrivals":
         raise UserError(f"{p}: compare.points[].load needs compare.traffic.kind = 'arrivals'")
-    return Spec(cfg, doc, p)
 
 
 def book_path(spec: Spec) -> Path | None:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import typer
 
+from paccp import limits
 from paccp.common import console as cons
+from paccp.common.outdir import shown_path, staged_command
 from paccp.errors import UserError
 from paccp.units import format_rate
 
@@ -32,7 +34,7 @@ def load_cmd(rcos: float = typer.Option(3.0, help="rcos design constant (>= 1)")
     """Build (first use) and register the paccp congestion control; pin its maps."""
     from paccp.datapath import core
 
-    fresh = core.load(rcos=rcos)
+    fresh = core.load(rcos=core.check_rcos(rcos))
     print("paccp loaded" if fresh else "paccp already loaded", f"(maps in {core.PIN_DIR})")
 
 
@@ -77,23 +79,36 @@ def vm_set_cmd(
     theta: str = typer.Option("0", "--theta", help="minimum rate, e.g. 400Mbit (0 = none)"),
     omega: float = typer.Option(1.0, "--omega", help="weight > 0"),
     tenant: str = typer.Option("", "--tenant", help="tenant owning the VM (named in usage records, metrics)"),
+    host_wide: bool = typer.Option(False, "--host-wide", help="allow --cgroup / (every process on the host)"),
 ) -> None:
     """Set a VM's (theta, omega); its TCP connections use paccp (sockops on the cgroup)."""
+    import sys
+
     from paccp.datapath import core
 
+    theta_bps, om = core.check_pair(theta, omega)  # every argument before anything touches the kernel
+    core._check_tenant(tenant or None)
+    if not cgroup:
+        raise UserError("--cgroup is required")
     core.require_env()
-    theta_bps, om = core.check_pair(theta, omega)
-    cg = core.vm_set(cgroup, theta_bps, om, tenant=tenant or None)
+    cg = core.vm_set(cgroup, theta_bps, om, tenant=tenant or None, host_wide=host_wide)
+    if cg.rel == "/":
+        print("paccp: warning: --host-wide: the VM is every process on this host", file=sys.stderr)
     print(f"vm {cg.rel} (cgroup id {cg.cgid}): theta {format_rate(theta_bps)} omega {om:g}")
 
 
 @vm_app.command("clear")
-def vm_clear_cmd(cgroup: str = typer.Option("", "--cgroup", help="cgroup v2 path")) -> None:
+def vm_clear_cmd(
+    cgroup: str = typer.Option("", "--cgroup", help="cgroup v2 path"),
+    host_wide: bool = typer.Option(False, "--host-wide", help="allow --cgroup / (every process on the host)"),
+) -> None:
     """Remove a VM's pair (flows fall back to BE) and detach sockops from its cgroup."""
     from paccp.datapath import core
 
+    if not cgroup:
+        raise UserError("--cgroup is required")
     core.require_env()
-    existed = core.vm_clear(cgroup)
+    existed = core.vm_clear(cgroup, host_wide=host_wide)
     print("cleared" if existed else "no pair was set; sockops detached")
 
 
@@ -113,13 +128,14 @@ def flow_set_cmd(
 
     from paccp.datapath import core
 
-    theta_bps, om = core.check_pair(theta, omega)
+    theta_bps, om = core.check_pair(theta, omega)  # every argument before anything touches the kernel
     if (pid > 0) == (port > 0):
         raise UserError("give either --pid PID --fd FD or --port N")
     if port:
         core._check_port(port)
-        if not cgroup and not host_wide:
-            core._rule_owner(None, False)  # raises: a rule needs an owner
+        core._check_tenant(tenant or None)
+        if not cgroup or host_wide:
+            core._rule_owner(cgroup or None, host_wide)  # raises without an owner, or with both
         core.require_env()
         owner = core.rule_set(port, theta_bps, om, cgroup=cgroup or None, host_wide=host_wide,
                               tenant=tenant or None)  # fmt: skip
@@ -131,9 +147,11 @@ def flow_set_cmd(
             )
         print(f"rule port {port} owner {owner}: theta {format_rate(theta_bps)} omega {om:g}")
         return
-    core.require_env()
     if fd < 0:
         raise UserError("--fd is required with --pid")
+    limits.check_int(pid, "--pid", 1, 2**22)
+    limits.check_int(fd, "--fd", 0, 2**31 - 1)
+    core.require_env()
     core.set_flow_pid(pid, fd, theta_bps, om)
     print(f"pid {pid} fd {fd}: theta {format_rate(theta_bps)} omega {om:g}")
 
@@ -229,6 +247,7 @@ def export_cmd(
 
 
 @testbed_app.command("fig7")
+@staged_command
 def fig7_cmd(
     rate: str = typer.Option(
         "auto",
@@ -248,18 +267,19 @@ def fig7_cmd(
     import sys
 
     from paccp.datapath import drive, testbed
-    from paccp.units import parse_duration_ns, parse_rate_bps
 
-    dur = parse_duration_ns(duration) / 1e9
+    dur = limits.check_duration(duration, "--duration") / 1e9
     auto = rate.strip().lower() == "auto"
-    rate_bps: int | None = drive.first_auto_rate() if auto else parse_rate_bps(rate)
+    rate_bps: int | None = (
+        drive.first_auto_rate() if auto else limits.check_rate(rate, "--rate", positive=True)
+    )
     while rate_bps is not None:
         summary = testbed.run_fig7(rate_bps, dur, out, simulate=simulate, gso=gso)
         if summary["driven"]:
             break
         print(f"paccp: {summary['not_driven_because']}", file=sys.stderr)
         if not auto:
-            print(f"summary (not a reproduction) -> {out / 'summary.json'}", file=sys.stderr)
+            print(f"summary (not a reproduction) -> {shown_path(out / 'summary.json')}", file=sys.stderr)
             raise typer.Exit(3)
         rate_bps = drive.lower_rate(rate_bps)
         if rate_bps is None:
@@ -267,10 +287,11 @@ def fig7_cmd(
         print(f"paccp: trying --rate {rate_bps / 1e6:g}Mbit", file=sys.stderr)
     print(f"rate {summary['rate_bps'] / 1e6:g} Mbit/s (driven: utilisation >= 0.85 on every uplink)")
     _print_json(summary["classes"])
-    print(f"summary -> {out / 'summary.json'}")
+    print(f"summary -> {shown_path(out / 'summary.json')}")
 
 
 @testbed_app.command("dumbbell")
+@staged_command
 def dumbbell_cmd(
     flows: str = typer.Option(
         "be,be,ds,mrg:200Mbit:2", help='flows: "be", "ds[:omega]", "mrg:THETA[:omega]"'
@@ -282,10 +303,12 @@ def dumbbell_cmd(
 ) -> None:
     """A dumbbell: one sender VM (cgroup) per flow, one shaped bottleneck, iperf3 per flow."""
     from paccp.datapath import testbed
-    from paccp.units import parse_duration_ns, parse_rate_bps
 
     specs = testbed.parse_flow_specs(flows)
-    res = testbed.run_dumbbell(specs, parse_rate_bps(rate), parse_duration_ns(duration) / 1e9, out, gso=gso)
+    rate_bps = limits.check_rate(rate, "--rate", positive=True)
+    res = testbed.run_dumbbell(
+        specs, rate_bps, limits.check_duration(duration, "--duration") / 1e9, out, gso=gso
+    )
     _print_json(res)
 
 

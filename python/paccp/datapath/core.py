@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from paccp import limits
 from paccp.datapath import bpfsys
 from paccp.datapath.maps import (
     GLOBAL,
@@ -44,7 +45,6 @@ from paccp.datapath.maps import (
     q20_to_omega,
 )
 from paccp.errors import EnvironmentUnsupported, UserError
-from paccp.units import parse_rate_bps
 
 PIN_DIR = os.environ.get("PACCP_PIN_DIR", "/sys/fs/bpf/paccp")
 REPO_BPF = Path(os.environ.get("PACCP_BPF_DIR", Path(__file__).resolve().parents[3] / "bpf"))
@@ -183,9 +183,8 @@ def _lock() -> Iterator[None]:
 
 def load(rcos: float = 3.0) -> bool:
     """Build if needed, register ``paccp`` and pin its maps; return False when it was already loaded."""
+    rcos = check_rcos(rcos)  # before anything is loaded (nan passed a `< 1` check)
     require_env()
-    if rcos < 1:
-        raise UserError(f"rcos must be >= 1, got {rcos}")
     with _lock():
         return _load(rcos)
 
@@ -345,16 +344,22 @@ class Maps:
 # --- parameters -------------------------------------------------------------------------------------
 
 
-def check_pair(theta: str | int, omega: float) -> tuple[int, float]:
-    """Validate a (theta, omega) pair from user input; theta accepts "400Mbit"."""
-    theta_bps = parse_rate_bps(theta)
-    try:
-        om = float(omega)
-    except (TypeError, ValueError):
-        raise UserError(f"omega must be a number, got {omega!r}") from None
-    if not om > 0 or om != om or om > 4000:
-        raise UserError(f"omega must be > 0 (and <= 4000), got {omega}")
+def check_pair(
+    theta: str | int, omega: float, theta_opt: str = "--theta", omega_opt: str = "--omega"
+) -> tuple[int, float]:
+    """Validate a (theta, omega) pair from user input (theta accepts "400Mbit"), by :mod:`paccp.limits`.
+
+    Pure: called before anything touches the kernel; the pair then packs into the maps without error.
+    """
+    theta_bps = limits.check_rate(theta, theta_opt)
+    om = limits.check_number(omega, omega_opt, 0.0, limits.MAX_DATAPATH_OMEGA, lo_open=True)
+    pack_params(theta_bps, om)  # fits the map's fields (u64 theta, u32 omega Q20)
     return theta_bps, om
+
+
+def check_rcos(rcos: object, option: str = "--rcos") -> float:
+    """rcos of ``load``: finite, in [1, 10^6] (checked before the BPF program is loaded)."""
+    return limits.check_number(rcos, option, 1.0, limits.MAX_RCOS)
 
 
 @dataclass(frozen=True)
@@ -366,16 +371,50 @@ class CgroupRef:
     cgid: int
 
 
-def resolve_cgroup(path: str) -> CgroupRef:
-    """Resolve a cgroup given as an absolute path or relative to the cgroup v2 root."""
+def cgroup_path_in(path: str, root: Path, *, host_wide: bool = False, option: str = "--cgroup") -> Path:
+    """The one cgroup-path resolver: ``path`` (absolute under ``root``, or relative to it) as a directory
+    inside the cgroup v2 mount ``root``.
+
+    Pure (reads the file system only): no ``..`` component, no NUL or control character, and after
+    resolving symbolic links the directory must still be inside ``root``; ``root`` itself (the whole host)
+    only with ``host_wide``. Errors are one line naming ``option``.
+    """
     if not path:
-        raise UserError("--cgroup is required")
-    root = cgroup2_root()
+        raise UserError(f"{option} is required")
+    shown = repr(path) if len(path) <= 80 else repr(path[:80]) + "..."
+    if any(ord(c) < 32 or c == "\x7f" for c in path) or len(path) > 4096:
+        raise UserError(f"{option} {shown}: not a cgroup path (control characters or too long)")
+    if ".." in Path(path).parts:
+        raise UserError(f"{option} {shown}: '..' is not allowed (the cgroup must be inside {root})")
+    root_r = root.resolve()
     p = Path(path)
-    cand = p if p.is_absolute() and str(p).startswith(str(root)) else root / str(path).lstrip("/")
-    if not cand.is_dir() or not (cand / "cgroup.procs").exists():
-        raise UserError(f"no such cgroup v2 directory: {path} (cgroup v2 root is {root})")
-    rel = "/" + str(cand.relative_to(root)).strip(".").strip("/")
+    if p.is_absolute() and (p in (root, root_r) or root in p.parents or root_r in p.parents):
+        cand = p
+    else:
+        cand = root / str(path).lstrip("/")
+    try:
+        real = cand.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise UserError(f"{option} {shown}: no such cgroup v2 directory (cgroup v2 root is {root})") from None
+    if real != root_r and root_r not in real.parents:
+        raise UserError(f"{option} {shown}: resolves outside the cgroup v2 tree {root}")
+    if not real.is_dir() or not (real / "cgroup.procs").exists():
+        raise UserError(f"{option} {shown}: no such cgroup v2 directory (cgroup v2 root is {root})")
+    if real == root_r and not host_wide:
+        raise UserError(
+            f"{option} {shown}: is the cgroup v2 root, i.e. every process on the host; "
+            "give --host-wide to mean that"
+        )
+    return real
+
+
+def resolve_cgroup(path: str, *, host_wide: bool = False, option: str = "--cgroup") -> CgroupRef:
+    """A cgroup given as an absolute path or relative to the cgroup v2 root (:func:`cgroup_path_in`)."""
+    if not path:
+        raise UserError(f"{option} is required")
+    root = cgroup2_root()
+    cand = cgroup_path_in(path, root, host_wide=host_wide, option=option)
+    rel = "/" + str(cand.relative_to(root.resolve())).strip(".").strip("/")
     return CgroupRef(cand, rel, os.stat(cand).st_ino)
 
 
@@ -473,14 +512,16 @@ def _check_tenant(tenant: str | None) -> str | None:
     return tenant
 
 
-def vm_set(cgroup: str, theta: str | int, omega: float, tenant: str | None = None) -> CgroupRef:
+def vm_set(
+    cgroup: str, theta: str | int, omega: float, tenant: str | None = None, host_wide: bool = False
+) -> CgroupRef:
     """Give a VM (cgroup) its (theta, omega); its connections use paccp from now on (VBP split).
 
     Its metering slice starts now (a VM with no traffic is metered too) and is closed by the next
     ``vm set``, by ``vm clear`` or when the cgroup is removed.
     """
     theta_bps, om = check_pair(theta, omega)
-    cg = resolve_cgroup(cgroup)
+    cg = resolve_cgroup(cgroup, host_wide=host_wide)
     _check_tenant(tenant)
     _remember(cg, tenant)
     with Maps() as m:
@@ -524,10 +565,10 @@ def _close_vm_slice(m: Maps, cgid: int, theta_bps: int, omega_q20: int, end: boo
     )
 
 
-def vm_clear(cgroup: str, detach: bool = True) -> bool:
+def vm_clear(cgroup: str, detach: bool = True, host_wide: bool = False) -> bool:
     """Remove a VM's pair (its flows fall back to BE, outside any VM), close its metering slice (the
     VM's last usage record) and drop its metering state, and detach the sockops program from it."""
-    cg = resolve_cgroup(cgroup)
+    cg = resolve_cgroup(cgroup, host_wide=host_wide)
     with Maps() as m:
         existed = bpfsys.delete(m.fd("paccp_vm_cfg"), U64.pack(cg.cgid))
         _close_vm_slice(m, cg.cgid, 0, Q20, end=True)
@@ -570,10 +611,8 @@ def reap(m: Maps) -> list[int]:
     return sorted(gone)
 
 
-def _check_port(port: int) -> int:
-    if not 1 <= int(port) <= 65535:
-        raise UserError(f"port must be in 1..65535, got {port}")
-    return int(port)
+def _check_port(port: int, option: str = "--port") -> int:
+    return limits.check_int(port, option, 1, limits.MAX_PORT)
 
 
 def _sync_rule_count(m: Maps) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from paccp.common import console as cons
+from paccp.common.outdir import shown_path, staged_command
 from paccp.errors import UserError
 
 mptcp_app = typer.Typer(help="MPTCP BG/WC: subflow classes, (A_l/K)^2 WC congestion control, status.")
@@ -127,7 +128,7 @@ def _report(summary: dict[str, Any], out: Path) -> None:
         if not ln["driven"]:
             print(f"paccp: {ln['line']}", file=sys.stderr)
             break
-    print(f"summary -> {out / 'summary.json'}")
+    print(f"summary -> {shown_path(out / 'summary.json')}")
 
 
 RATE_HELP = "shared link rate (every link); paper rates are scaled by rate / 1 Gbit/s. 100Mbit is driven here"
@@ -213,8 +214,8 @@ def mptcp_fair_cmd(
 
 def register(datapath_app: typer.Typer, testbed_app: typer.Typer) -> None:
     datapath_app.add_typer(mptcp_app, name="mptcp")
-    testbed_app.command("mptcp-prio")(mptcp_prio_cmd)
-    testbed_app.command("mptcp-bg")(mptcp_bg_cmd)
-    testbed_app.command("mptcp-wc")(mptcp_wc_cmd)
-    testbed_app.command("mptcp-table3")(mptcp_table3_cmd)
-    testbed_app.command("mptcp-fair")(mptcp_fair_cmd)
+    testbed_app.command("mptcp-prio")(staged_command(mptcp_prio_cmd))
+    testbed_app.command("mptcp-bg")(staged_command(mptcp_bg_cmd))
+    testbed_app.command("mptcp-wc")(staged_command(mptcp_wc_cmd))
+    testbed_app.command("mptcp-table3")(staged_command(mptcp_table3_cmd))
+    testbed_app.command("mptcp-fair")(staged_command(mptcp_fair_cmd))

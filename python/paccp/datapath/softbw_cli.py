@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from paccp.common.outdir import shown_path, staged_command
 from paccp.errors import UserError
 
 softbw_app = typer.Typer(help="SoftBW at a host port: per-VM lag in BPF, unsatisfied/satisfied htb classes.")
@@ -79,7 +80,7 @@ def softbw_share_cmd(
     summary = softbw_testbed.exp_share(rate_bps, dur, out, parsed)
     mptcp_cli._checks_table(summary)
     print(f"idle connect time (us): {summary['idle_connect_us']}")
-    print(f"summary -> {out / 'summary.json'}")
+    print(f"summary -> {shown_path(out / 'summary.json')}")
 
 
 def softbw_short_cmd(
@@ -104,7 +105,7 @@ def softbw_short_cmd(
         if name != "ratelimit" and not r["link"]["driven"]:
             print(f"paccp: {r['link']['line']}")
             break
-    print(f"summary -> {out / 'summary.json'}")
+    print(f"summary -> {shown_path(out / 'summary.json')}")
 
 
 def softbw_overhead_cmd(
@@ -119,11 +120,11 @@ def softbw_overhead_cmd(
     softbw_testbed.require_tools()
     s = softbw_short.exp_overhead(out, rounds=rounds)
     mptcp_cli._checks_table(s)
-    print(f"summary -> {out / 'summary.json'}")
+    print(f"summary -> {shown_path(out / 'summary.json')}")
 
 
 def register(datapath_app: typer.Typer, testbed_app: typer.Typer) -> None:
     datapath_app.add_typer(softbw_app, name="softbw")
-    testbed_app.command("softbw-share")(softbw_share_cmd)
-    testbed_app.command("softbw-short")(softbw_short_cmd)
-    testbed_app.command("softbw-overhead")(softbw_overhead_cmd)
+    testbed_app.command("softbw-share")(staged_command(softbw_share_cmd))
+    testbed_app.command("softbw-short")(staged_command(softbw_short_cmd))
+    testbed_app.command("softbw-overhead")(staged_command(softbw_overhead_cmd))

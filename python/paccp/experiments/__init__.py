@@ -49,6 +49,14 @@ class Experiment:
     # True when the experiment applies ``ExperimentOptions.transport`` (``--transport``) to its runs; the
     # others set their own transport (a testbed's), and ``paccp reproduce`` refuses the option for them.
     takes_transport: bool = False
+    # True when the experiment uses ``ExperimentOptions.duration_ns`` (``--duration``); for the others
+    # ``paccp reproduce`` refuses the option (it would be ignored).
+    takes_duration: bool = False
+    # True when the experiment resumes from a per-point cache kept in DIR/<id>/cache (each entry written
+    # atomically; the summary files renamed into place), so an interrupted run is picked up again. An
+    # experiment neither ``replaces_dir`` nor ``resumable`` is built by ``paccp reproduce`` in a temporary
+    # directory beside DIR/<id>/ and moved into place at the end (paccp.common.outdir.staged_parent).
+    resumable: bool = False
 
 
 REGISTRY: dict[str, Experiment] = {}

@@ -369,5 +369,6 @@ for _exp in GROUPS:
             replaces_dir=True,
             prepare=_preparer(_exp),
             takes_transport=True,
+            takes_duration=True,
         )
     )

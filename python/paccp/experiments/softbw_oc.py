@@ -329,6 +329,22 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         w.writerows(rows)
 
 
+def check_cells(intervals: int, vms: int) -> None:
+    """Refuse a --duration whose demand matrices (intervals x VMs, several per model) exceed the limit
+    of sampled values, with the estimate, before anything is allocated (1e9 s asked for 5.8 TiB)."""
+    from paccp import limits
+    from paccp.errors import UserError
+
+    cells = intervals * vms
+    if cells > limits.MAX_SAMPLE_CELLS:
+        top = limits.MAX_SAMPLE_CELLS // vms
+        raise UserError(
+            f"--duration: {EXP_ID} would draw {intervals} 1 s intervals x {vms} VMs = {cells:.3g} demand"
+            f" values (about {cells * 8 * 4 / 1e9:.3g} GB); at most {limits.MAX_SAMPLE_CELLS:.3g}"
+            f" (--duration {top}s or less)"
+        )
+
+
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Run every (demand model, N, kind) point and the analytic grid; write DIR/softbw-oc/."""
     from paccp.common.console import progress
@@ -336,10 +352,11 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     out = opts.out_dir / EXP_ID
-    out.mkdir(parents=True, exist_ok=True)
     servers, intervals = size(opts.quick)
     if opts.duration_ns is not None:
         intervals = max(JOB_WINDOW_S, opts.duration_ns // 1_000_000_000)
+    check_cells(intervals, servers * VMS_PER_SERVER)
+    out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     with progress() as bar:
         task = bar.add_task(EXP_ID, total=len(MODELS) * len(FACTORS) * 2 + 1)
@@ -385,4 +402,4 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     return summary
 
 
-register(Experiment(id=EXP_ID, title=TITLE, run=run))
+register(Experiment(id=EXP_ID, title=TITLE, run=run, takes_duration=True))

@@ -116,6 +116,20 @@ def expected_totals(
     return tot
 
 
+def _check_cycles(cycles_n: int) -> None:
+    """Refuse a --duration beyond the limit of sampled values (cycles x VMs), with the estimate."""
+    from paccp import limits
+    from paccp.errors import UserError
+
+    cells = cycles_n * len(VMS)
+    if cells > limits.MAX_SAMPLE_CELLS // 100:  # each cycle and VM is a usage record (about 100x a value)
+        top = limits.MAX_SAMPLE_CELLS // 100 // len(VMS)
+        raise UserError(
+            f"--duration: {EXP_ID} would bill {cycles_n} 1 s cycles x {len(VMS)} VMs = {cells:.3g} usage"
+            f" records; at most {limits.MAX_SAMPLE_CELLS // 100:.3g} (--duration {top}s or less)"
+        )
+
+
 def run(opts: ExperimentOptions) -> dict[str, Any]:
     """Simulate, bill through the CLI, check consistency; write DIR/softbw-price/."""
     from paccp.experiments._common import print_table, write_table
@@ -125,11 +139,12 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
     t0 = time.perf_counter()
     out = opts.out_dir / EXP_ID
     run_dir = out / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
     cfg = config()
     cycles_n = 300 if opts.quick else 3600
     if opts.duration_ns is not None:
         cycles_n = max(JOB_WINDOW_S, opts.duration_ns // 1_000_000_000)
+    _check_cycles(cycles_n)
+    run_dir.mkdir(parents=True, exist_ok=True)
     hosts = list(HOSTS)
     slots = {h: [v for v in VMS if v[0] == h] for h in hosts}
     n = max(len(s) for s in slots.values())
@@ -329,4 +344,4 @@ def plot(cycles: list[dict[str, Any]], out: Path) -> Path:
     return p
 
 
-register(Experiment(id=EXP_ID, title=TITLE, run=run))
+register(Experiment(id=EXP_ID, title=TITLE, run=run, takes_duration=True))

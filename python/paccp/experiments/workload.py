@@ -451,6 +451,12 @@ def _preparer(spec: Spec) -> Callable[[ExperimentOptions], Callable[[], dict[str
 for _spec in SPECS.values():
     register(
         Experiment(
-            id=_spec.id, title=_spec.title, run=_runner(_spec), prepare=_preparer(_spec), takes_transport=True
+            id=_spec.id,
+            title=_spec.title,
+            run=_runner(_spec),
+            prepare=_preparer(_spec),
+            takes_transport=True,
+            takes_duration=True,
+            resumable=True,
         )
     )

@@ -18,20 +18,18 @@ is split in proportion to time (for SoftBW its rate r is unchanged, so its bytes
 
 from __future__ import annotations
 
-import calendar
 import csv
 import io
 import itertools
-import re
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from paccp.common.usage import UsageRecord
 from paccp.errors import UserError
 from paccp.pricing.book import FBPBook, PriceBook, SoftBWBook, VBPBook
+from paccp.pricing.period import Period
 from paccp.pricing.quote import CTX, gbps, hours, linear_terms, softbw_terms
 
 
@@ -133,18 +131,9 @@ class Invoice:
         return buf.getvalue()
 
 
-def parse_period(period: str) -> tuple[int, int]:
-    """``YYYY-MM`` -> [start_ns, end_ns) of that UTC calendar month."""
-    m = re.fullmatch(r"(\d{4})-(\d{2})", period.strip())
-    if not m or not 1 <= int(m.group(2)) <= 12:
-        raise UserError(f"cannot parse period {period!r} (expected YYYY-MM, e.g. 2026-11)")
-    if not 1970 <= int(m.group(1)) <= 2261:  # usage times are int64 ns since 1970: they end in 2262
-        raise UserError(f"period {period!r}: the year must be between 1970 and 2261")
-    y, mo = int(m.group(1)), int(m.group(2))
-    start = datetime(y, mo, 1, tzinfo=UTC)
-    days = calendar.monthrange(y, mo)[1]
-    start_ns = calendar.timegm(start.timetuple()) * 10**9
-    return start_ns, start_ns + days * 86_400 * 10**9
+def parse_period(period: str, what: str = "period") -> tuple[int, int]:
+    """``YYYY-MM`` (strict, :class:`~paccp.pricing.period.Period`) -> [start_ns, end_ns) of that UTC month."""
+    return Period.parse(period, what).bounds_ns()
 
 
 def _clip(r: UsageRecord, s: int, e: int) -> tuple[int, int]:
@@ -247,7 +236,9 @@ def build_invoice(
     tenant: str, model: str, book: PriceBook, records: list[UsageRecord], period: str
 ) -> Invoice:
     """The invoice of ``records`` (already selected for the tenant) for ``period`` (YYYY-MM)."""
-    s, e = parse_period(period)
+    month = Period.parse(period)
+    period = str(month)
+    s, e = month.bounds_ns()
     lines = charge(records, model, book, s, e)
     lines.sort(key=lambda ln: (ln.vm, ln.flow_id or "", ln.cos, ln.theta_bps, ln.omega, ln.description))
     amounts, total = book.rounding.allocate([ln.exact_amount for ln in lines])

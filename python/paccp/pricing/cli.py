@@ -398,10 +398,13 @@ def invoice_cmd(
     ] = False,
 ) -> None:
     """A tenant's invoice for a month: line items per VM/flow and CoS, totals."""
-    from paccp.pricing.charging import build_invoice, parse_period
+    from paccp.pricing.charging import build_invoice
     from paccp.pricing.ledger import Ledger
+    from paccp.pricing.period import Period
 
-    s, e = parse_period(period)
+    month = Period.parse(period, "--period")
+    period = str(month)
+    s, e = month.bounds_ns()
     led = Ledger(db, create=False)
     t = led.tenant(tenant)
     inv = build_invoice(t.name, t.model, t.book, led.usage(t.name, s, e), period)

@@ -42,6 +42,7 @@ from paccp.common.usage import UsageRecord, _no_control, read_usage
 from paccp.errors import UserError
 from paccp.pricing import schema
 from paccp.pricing.book import MODELS, PriceBook, book_digest, parse_book
+from paccp.pricing.period import Period
 
 BUSY_TIMEOUT_S = 60.0
 #: Key of the PostgreSQL advisory lock that serialises the ledger's writers ("PACCPLDG").
@@ -491,13 +492,15 @@ class Ledger:
 
     @_db_errors
     def issue(
-        self, tenant: str, period: str, currency: str, total: str, body: dict[str, Any]
+        self, tenant: str, period: str | Period, currency: str, total: str, body: dict[str, Any]
     ) -> tuple[int, bool]:
         """Store an invoice as issued; return (revision, newly issued).
 
         Issuing the same content again is a no-op returning the latest revision; if usage arrived for the
         period since, the new content becomes the next revision (earlier revisions are never changed).
+        ``period`` is parsed strictly (:class:`Period`) and stored in its one canonical spelling.
         """
+        period = str(Period.parse(period))
         body_json = json.dumps(body, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(body_json.encode("utf-8")).hexdigest()
         inv = schema.invoice
@@ -519,8 +522,9 @@ class Ledger:
         return rev, True
 
     @_db_errors
-    def issued(self, tenant: str, period: str) -> list[tuple[int, str, str]]:
+    def issued(self, tenant: str, period: str | Period) -> list[tuple[int, str, str]]:
         """Issued revisions of a tenant's invoice for a period: (revision, total, issued_at)."""
+        period = str(Period.parse(period))
         inv = schema.invoice
         with self.engine.connect() as conn:
             rows = conn.execute(

@@ -7,7 +7,11 @@ Works on SQLite and PostgreSQL alike:
 - exact decimals (omega, invoice totals) are ``NUMERIC`` on PostgreSQL and decimal *text* on SQLite, whose
   NUMERIC affinity would store a binary float; Python always sees :class:`decimal.Decimal`, never a float;
 - usage rows are append-only and issued invoices immutable, enforced by the database: triggers on both
-  (:func:`guard_ddl`), which abort UPDATE, DELETE (and on PostgreSQL TRUNCATE).
+  (:func:`guard_ddl`), which abort UPDATE, DELETE (and on PostgreSQL TRUNCATE);
+- an invoice's period is one month in one spelling, ``YYYY-MM`` in ASCII digits (migration 0002: a trigger
+  on SQLite, a CHECK on PostgreSQL), so the key (tenant, period, revision) is unique per month and the same
+  month cannot be issued twice as different "months" (the application parses with
+  :class:`paccp.pricing.period.Period`).
 
 Usage record ids are namespaced per tenant: the key of ``usage`` is (tenant, record_id).
 A test (``tests/pricing/test_migrations.py``) checks that the migrations build exactly these tables.
@@ -144,6 +148,18 @@ usage_quarantine = Table(
     comment="rows of an older ledger that fail today's bounds, set aside by a migration (never charged)",
 )
 
+invoice_quarantine = Table(
+    "invoice_quarantine",
+    metadata,
+    Column("id", IdKey, Identity(), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("invoice_id", BigInteger, nullable=False),
+    Column("row_json", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("moved_at", String(40), nullable=False),
+    comment="issued invoices of an older ledger whose period is not YYYY-MM, set aside by migration 0002",
+)
+
 #: (table, message) of the database-enforced guards.
 GUARDS: tuple[tuple[str, str], ...] = (
     ("usage", "usage rows are append-only"),
@@ -196,7 +212,7 @@ def pg_grants(ingest_role: str, reader_role: str) -> list[str]:
     for role in (ingest_role, reader_role):
         if not role.replace("_", "").isalnum() or not role[:1].isalpha():
             raise ValueError(f"role name {role!r}: use letters, digits and _ only")
-    tables = ", ".join(t.name for t in metadata.sorted_tables if t.name != "usage_quarantine")
+    tables = ", ".join(t.name for t in metadata.sorted_tables if not t.name.endswith("_quarantine"))
     return [
         f"GRANT USAGE ON SCHEMA public TO {ingest_role}, {reader_role}",
         f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {ingest_role}, {reader_role}",

@@ -119,7 +119,9 @@ def reproduce(
     (workloads); softbw-oc softbw-price softbw-short softbw-converge softbw-share (SoftBW); mptcp-bg
     mptcp-table3 mptcp-fair mptcp-sched mptcp-rcvbuf mptcp-cc mptcp-wc mptcp-clos (MPTCP BG/WC).
     """
-    from paccp.common.outdir import check_out_dir
+    import dataclasses
+
+    from paccp.common.outdir import check_out_dir, staged_parent
     from paccp.experiments import ExperimentOptions, load_all
     from paccp.units import parse_duration_ns
 
@@ -136,9 +138,17 @@ def reproduce(
             f"--transport: experiment {fixed[0]!r} sets its own transport (its testbed's) and would"
             f" ignore it; it applies to {takes}"
         )
+    untimed = [e for e in experiments if not registry[e].takes_duration]
+    if duration is not None and untimed:
+        takes = ", ".join(sorted(e for e, x in registry.items() if x.takes_duration))
+        raise UserError(
+            f"--duration: experiment {untimed[0]!r} sets its own run lengths and would ignore it; it"
+            f" applies to {takes}"
+        )
     check_out_dir(out)
     for exp_id in experiments:  # every experiment's directory, before the first one runs
-        check_out_dir(out / exp_id, f"--out (experiment {exp_id})", replace=registry[exp_id].replaces_dir)
+        x = registry[exp_id]
+        check_out_dir(out / exp_id, f"--out (experiment {exp_id})", replace=not x.resumable)
     dur = parse_duration_ns(duration) if duration is not None else None
     if dur is not None and dur < 10_000_000:
         raise UserError(
@@ -153,10 +163,14 @@ def reproduce(
         if prep is not None:
             prepared[exp_id] = prep(opts)
     for exp_id in experiments:
+        x = registry[exp_id]
         if exp_id in prepared:
             prepared[exp_id]()
-        else:
-            registry[exp_id].run(opts)
+        elif x.replaces_dir or x.resumable:  # stages its own directory, or resumes from its cache
+            x.run(opts)
+        else:  # built beside DIR/<id>/ and moved into place: a kill leaves nothing half-written there
+            with staged_parent(out / exp_id, f"--out (experiment {exp_id})") as parent:
+                x.run(dataclasses.replace(opts, out_dir=parent))
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

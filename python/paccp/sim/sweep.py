@@ -357,8 +357,9 @@ def _run_ray(
 # sweep files
 
 
-def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set ``obj[a][b][0][c] = value`` for ``dotted = "a.b.0.c"`` (list items by index)."""
+def set_path(obj: dict[str, Any], dotted: str, value: Any, where: str = "grid") -> None:
+    """Set ``obj[a][b][0][c] = value`` for ``dotted = "a.b.0.c"`` (list items by index); errors start with
+    ``where`` (the table the path came from)."""
     parts = dotted.split(".")
     cur: Any = obj
     for i, part in enumerate(parts):
@@ -372,7 +373,7 @@ def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
                 cur = cur[idx]
             except (ValueError, IndexError):
                 raise UserError(
-                    f"grid: {dotted!r}: {part!r} is not an index of a list of {len(cur)}"
+                    f"{where}: {dotted!r}: {part!r} is not an index of a list of {len(cur)}"
                 ) from None
         elif isinstance(cur, dict):
             if last:
@@ -380,7 +381,7 @@ def set_path(obj: dict[str, Any], dotted: str, value: Any) -> None:
                 return
             cur = cur.setdefault(part, {})
         else:
-            raise UserError(f"grid: {dotted!r}: cannot descend into a {type(cur).__name__}")
+            raise UserError(f"{where}: {dotted!r}: cannot descend into a {type(cur).__name__}")
 
 
 def apply_param(scenario: dict[str, Any], name: str, value: Any) -> None:

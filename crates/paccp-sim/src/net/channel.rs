@@ -211,7 +211,7 @@ impl Channel {
 
     /// Bytes queued in the channel (discipline and serialiser).
     #[inline]
-    fn queue_bytes(&self) -> u64 {
+    pub(crate) fn queue_bytes(&self) -> u64 {
         self.bytes + self.sched.as_ref().map_or(0, |s| s.bytes())
     }
 

@@ -2,11 +2,23 @@
 //! `size * 8 / rate`, no congestion control, no ACKs, no retransmission. A delivered datagram counts as
 //! acknowledged at the receiver (`snd_una` counts delivered datagrams), so samples and `bytes_acked`
 //! report the delivered rate. The packets go through the same NIC, queues and shapers as TCP's.
+//!
+//! Under host backpressure the NIC queue is lossless (TCP waits for room instead of being dropped), and
+//! datagrams are queued there even above the queue's limit (a UDP flow within its shaper's rate keeps
+//! its share next to TCP, which keeps that queue full). Only above [`CBR_QUEUE_CAP_BYTES`] of queued
+//! bytes is a datagram dropped at the host: without that cap every datagram of a flow faster than its
+//! NIC or shaper stayed queued, memory proportional to rate x time (a 100 Tbit/s flow allocated 10 GiB
+//! and aborted).
 use super::{Ctx, Flow};
 use crate::event::Ev;
 use crate::net::Pkt;
 use crate::sack::SackOpt;
 use crate::units::{Bps, Bytes};
+
+/// Bytes a lossless host queue may hold before a constant-rate datagram is dropped there (64 MiB: far
+/// above any configured queue, so only a flow faster than its NIC or shaper reaches it; memory per
+/// queue is then bounded, about 45,000 packets).
+pub(crate) const CBR_QUEUE_CAP_BYTES: u64 = 64 << 20;
 
 impl Flow {
     /// Sends the next datagram and schedules the one after it.
@@ -39,7 +51,14 @@ impl Flow {
             sack: SackOpt::NONE,
         };
         let ch = cx.routes[self.info.route_data as usize];
-        cx.inject(pkt, ch, key);
+        let c = &mut cx.channels[ch as usize];
+        if !c.lossless || c.queue_bytes() + size as u64 <= CBR_QUEUE_CAP_BYTES {
+            cx.inject(pkt, ch, key);
+        } else {
+            c.drops += 1;
+            cx.stats.packets_sent += 1;
+            cx.stats.packets_dropped += 1;
+        }
         let next = cx.now() + Bps(rate).tx_time(Bytes(size as u64)).0;
         cx.schedule(next, Ev::CbrSend { flow: idx });
     }

@@ -197,6 +197,22 @@ class MptcpBgwc(_M):
                         f"{f.src} to {f.dst} (flows[{k}])"
                     )
 
+    def _check_udp_work(self, duration_ns: int, mtu: int) -> None:
+        """The engine's work for the UDP flows, estimated before it starts: one event per datagram, so a
+        flow of 100 Tbit/s (within the 1 Pbit/s limit of a rate) would send 10^10 datagrams per second.
+        Refused beyond ``limits.MAX_CBR_DATAGRAMS`` with the estimate (as an arrival load is)."""
+        from paccp.limits import MAX_CBR_DATAGRAMS
+
+        for k, u in enumerate(self.udp):
+            end = duration_ns if u.stop is None else min(u.stop, duration_ns)
+            n = u.rate * max(0, end - u.start) / 8e9 / max(1, mtu)
+            if n > MAX_CBR_DATAGRAMS:
+                raise UserError(
+                    f"scheme.udp[{k}].rate: {u.rate / 1e9:g} Gbit/s for {max(0, end - u.start) / 1e9:g} s"
+                    f" would send about {n:.3g} datagrams ({u.rate / 8 / max(1, mtu):.3g} per s); the"
+                    f" engine runs at most {MAX_CBR_DATAGRAMS:.3g} per run: lower the rate or the duration"
+                )
+
     def to_engine(self, sc: Scenario, eng: dict[str, Any]) -> dict[str, Any]:
         """Rewrite the generic engine JSON of ``sc`` for this scheme.
 
@@ -269,6 +285,7 @@ class MptcpBgwc(_M):
                 )
             connections.append(self.connection(f["id"], f["size_bytes"], subflows, f.get("stop_ns")))
         host_of = {vm.id: vm.host for vm in sc.vms}
+        self._check_udp_work(sc.run.duration, sc.transport.mtu)
         for k, u in enumerate(self.udp):
             flows.append(
                 {
