@@ -168,18 +168,6 @@ def linkemu_binary() -> Path:
 # --- kernel side --------------------------------------------------------------------------------------
 
 
-def _nstat_all(net: Any, node: str) -> dict[str, int]:
-    res = net.exec(node, "nstat", "-az", "--json", check=False)
-    try:
-        doc = json.loads(res.stdout)
-    except ValueError:
-        return {}
-    kv: dict[str, int] = {}
-    for grp in doc.values():
-        kv.update({k: int(v) for k, v in grp.items() if k in NSTAT_KEYS})
-    return kv
-
-
 def _cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a running process (``/proc/<pid>/stat``)."""
     try:
@@ -228,7 +216,7 @@ def zero_windows(per_window: list[int]) -> dict[str, int]:
 def run_kernel(sc: Scaled, out: Path) -> dict[str, Any]:
     """One run of the scaled scenario in namespaces (root); see the module docstring."""
     from paccp.datapath.drive import CpuMeter
-    from paccp.datapath.netdiag import qdisc_drops
+    from paccp.datapath.netdiag import nstat, qdisc_drops
     from paccp.datapath.testbed import Net
 
     for tool in ("ip", "tc", "iperf3", "nstat", "tcpdump"):
@@ -295,7 +283,7 @@ def run_kernel(sc: Scaled, out: Path) -> dict[str, Any]:
                 out=out / f"server-{i}.json",
             )
         time.sleep(1.5)
-        ns0 = [_nstat_all(net, f"s{i}") for i in range(n)]
+        ns0 = [nstat(net, f"s{i}", NSTAT_KEYS) for i in range(n)]
         d0 = qdisc_drops(net, "L", l_if)
         cpu.start()
         t0 = time.monotonic()
@@ -321,7 +309,7 @@ def run_kernel(sc: Scaled, out: Path) -> dict[str, Any]:
             c.wait(timeout=duration_s + 60)
         cpu.stop()
         time.sleep(0.5)
-        ns1 = [_nstat_all(net, f"s{i}") for i in range(n)]
+        ns1 = [nstat(net, f"s{i}", NSTAT_KEYS) for i in range(n)]
         d1 = qdisc_drops(net, "L", l_if)
         sent = net.class_bytes("L", l_if)
         emu_cpu_s = [_cpu_seconds(p.pid) for p in emus]

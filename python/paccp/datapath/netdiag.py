@@ -19,6 +19,8 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from paccp.datapath.testbed import Net
 
 NSTAT_KEYS = (
@@ -32,8 +34,8 @@ NSTAT_KEYS = (
 )  # fmt: skip
 
 
-def nstat(net: Net, node: str) -> dict[str, int]:
-    """The namespace's TCP counters of :data:`NSTAT_KEYS` (absolute values; {} when nstat fails)."""
+def nstat(net: Net, node: str, keys: Collection[str] = NSTAT_KEYS) -> dict[str, int]:
+    """The namespace's TCP counters named in ``keys`` (absolute values; {} when nstat fails)."""
     res = net.exec(node, "nstat", "-az", "--json", check=False)
     try:
         doc = json.loads(res.stdout)
@@ -41,7 +43,7 @@ def nstat(net: Net, node: str) -> dict[str, int]:
         return {}
     kv: dict[str, int] = {}
     for grp in doc.values():
-        kv.update({k: int(v) for k, v in grp.items() if k in NSTAT_KEYS})
+        kv.update({k: int(v) for k, v in grp.items() if k in keys})
     return kv
 
 

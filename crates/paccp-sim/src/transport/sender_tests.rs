@@ -277,6 +277,63 @@ impl Linux {
     }
 }
 
+/// The scripted path: the segments in flight in sending order, as (segment, a first transmission, send
+/// time), and the receiver behind it, whose ACK echoes the send time of the segment that triggered it
+/// (as the engine's receiver does). Every delivered segment is acknowledged at once, one step later.
+struct Path {
+    inflight: VecDeque<(u64, bool, u64)>,
+    rcvd: BTreeSet<u64>,
+    rcv_nxt: u64,
+    now: u64,
+}
+
+impl Path {
+    /// The flow sends its initial window onto an empty path.
+    fn start(b: &mut Bench) -> Path {
+        let now = 1_000_000;
+        b.with(now, |f, cx| f.try_send(0, cx));
+        Path {
+            inflight: (0..b.flow.snd.snd_nxt).map(|s| (s, true, now)).collect(),
+            rcvd: BTreeSet::new(),
+            rcv_nxt: 0,
+            now,
+        }
+    }
+
+    /// The next segment to arrive (or to be dropped by the script).
+    fn next(&mut self) -> Option<(u64, bool, u64)> {
+        self.inflight.pop_front()
+    }
+
+    /// `seg` arrives; returns the receiver's next expected segment.
+    fn deliver(&mut self, seg: u64) -> u64 {
+        self.rcvd.insert(seg);
+        while self.rcvd.contains(&self.rcv_nxt) {
+            self.rcv_nxt += 1;
+        }
+        self.rcv_nxt
+    }
+
+    /// The receiver's ACK, echoing `sent_at`, reaches the flow one step later; what the flow sends
+    /// goes on the path (its retransmissions are of its first unacknowledged segment). Returns the
+    /// sender's (snd_una, snd_nxt, retransmits) before the ACK.
+    fn ack(&mut self, b: &mut Bench, sent_at: u64) -> (u64, u64, u64) {
+        self.now += 1_000_000;
+        let now = self.now;
+        let s = &b.flow.snd;
+        let before = (s.snd_una, s.snd_nxt, s.retransmits);
+        let ack = pure_ack(self.rcv_nxt, sent_at);
+        b.with(now, |f, cx| f.on_ack(0, ack, cx));
+        let s = &b.flow.snd;
+        let head = s.snd_una;
+        self.inflight
+            .extend((0..s.retransmits - before.2).map(|_| (head, false, now)));
+        self.inflight
+            .extend((before.1..s.snd_nxt).map(|x| (x, true, now)));
+        before
+    }
+}
+
 /// Runs the script (window `w`, first transmissions of `lost` dropped) to the end of the recovery;
 /// asserts that the engine sends what Linux sends after every ACK and returns the terms that set the
 /// partial ACKs' windows.
@@ -286,35 +343,21 @@ fn scripted_recovery(w: u64, lost: &[u64]) -> Vec<(u64, Term, u64)> {
         cwnd: w,
         ..Linux::default()
     };
-    // The path: segments in flight in sending order, (segment, a first transmission, send time); the
-    // receiver's ACK echoes the send time of the segment that triggered it, as the engine's does.
-    let mut path: VecDeque<(u64, bool, u64)> = VecDeque::new();
-    let mut now = 1_000_000;
-    b.with(now, |f, cx| f.try_send(0, cx));
-    path.extend((0..b.flow.snd.snd_nxt).map(|s| (s, true, now)));
+    let mut path = Path::start(&mut b);
     linux.snd_nxt = b.flow.snd.snd_nxt;
     assert_eq!(linux.snd_nxt, w, "the initial window");
-    let mut rcvd = BTreeSet::new();
-    let mut rcv_nxt = 0;
     let mut partial = Vec::new();
     let mut k = 0;
-    while let Some((seg, first, sent_at)) = path.pop_front() {
+    while let Some((seg, first, sent_at)) = path.next() {
         if first && lost.contains(&seg) {
             continue;
         }
-        rcvd.insert(seg);
-        while rcvd.contains(&rcv_nxt) {
-            rcv_nxt += 1;
-        }
+        let rcv_nxt = path.deliver(seg);
         if linux.recovery && rcv_nxt >= linux.high_seq {
             break; // the recovery ends; the rest is not what this test is about
         }
         k += 1;
-        now += 1_000_000;
-        let s = &b.flow.snd;
-        let (una0, nxt0, rtx0) = (s.snd_una, s.snd_nxt, s.retransmits);
-        let ack = pure_ack(rcv_nxt, sent_at);
-        b.with(now, |f, cx| f.on_ack(0, ack, cx));
+        let (una0, nxt0, rtx0) = path.ack(&mut b, sent_at);
         let s = &b.flow.snd;
         let (rtx, new) = (s.retransmits - rtx0, s.snd_nxt - nxt0);
         let (want_rtx, want_new, term) = linux.on_ack(rcv_nxt);
@@ -333,9 +376,6 @@ fn scripted_recovery(w: u64, lost: &[u64]) -> Vec<(u64, Term, u64)> {
         if let Some(t) = term {
             partial.push((rcv_nxt, t, want_rtx + want_new));
         }
-        // The engine's retransmissions are of its first unacknowledged segment.
-        path.extend((0..rtx).map(|_| (s.snd_una, false, now)));
-        path.extend((nxt0..s.snd_nxt).map(|x| (x, true, now)));
     }
     assert!(linux.recovery, "the script must start a recovery");
     partial
@@ -434,32 +474,16 @@ fn a_partial_ack_where_the_delivered_term_binds_sends_only_the_retransmission() 
 /// nothing is left on the path; returns the flow's first unacknowledged segment then.
 fn scripted_newreno_without_timer(n: u64, w: u64, lost: &[u64], lost_rtx: &[u64]) -> u64 {
     let mut b = Bench::flow(w as f64, Some(n * 1460), false, false);
-    let mut path: VecDeque<(u64, bool, u64)> = VecDeque::new();
-    let mut now = 1_000_000;
-    b.with(now, |f, cx| f.try_send(0, cx));
-    path.extend((0..b.flow.snd.snd_nxt).map(|s| (s, true, now)));
-    let (mut rcvd, mut rcv_nxt) = (BTreeSet::new(), 0);
+    let mut path = Path::start(&mut b);
     let mut rtx_dropped = BTreeSet::new();
-    while let Some((seg, first, sent_at)) = path.pop_front() {
+    while let Some((seg, first, sent_at)) = path.next() {
         if first && lost.contains(&seg)
             || !first && lost_rtx.contains(&seg) && rtx_dropped.insert(seg)
         {
             continue;
         }
-        rcvd.insert(seg);
-        while rcvd.contains(&rcv_nxt) {
-            rcv_nxt += 1;
-        }
-        now += 1_000_000;
-        let s = &b.flow.snd;
-        let (una0, nxt0, rtx0) = (s.snd_una, s.snd_nxt, s.retransmits);
-        let ack = pure_ack(rcv_nxt, sent_at);
-        b.with(now, |f, cx| f.on_ack(0, ack, cx));
-        let s = &b.flow.snd;
-        // Retransmissions are of the first unacknowledged segment (after this ACK: `una0` or above).
-        let head = s.snd_una.max(una0);
-        path.extend((0..s.retransmits - rtx0).map(|_| (head, false, now)));
-        path.extend((nxt0..s.snd_nxt).map(|x| (x, true, now)));
+        path.deliver(seg);
+        path.ack(&mut b, sent_at);
     }
     assert_eq!(b.flow.snd.timeouts, 0);
     b.flow.snd.snd_una
