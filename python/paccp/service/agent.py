@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 
 from paccp.cos import classify
 from paccp.errors import UserError
-from paccp.service.appliers import Applier, VmSpec, _write_json
+from paccp.service.appliers import Applier, Sample, VmSpec, _write_json
 
 log = logging.getLogger("paccp.agent")
 
@@ -226,32 +226,36 @@ class Agent:
         out += [(f"rule:{spec.name}:{r.port}", r.port, r.theta_bps, r.omega) for r in spec.rules]
         return out
 
-    def _open(self, spec: VmSpec, now: int, count: int | None = None) -> None:
-        if count is None:
-            count = self.applier.counter(spec) or 0
+    def _open(self, spec: VmSpec, now: int, sample: Sample | str = "read") -> None:
+        smp = self.applier.counter(spec) if isinstance(sample, str) else sample
         for key, port, theta, omega in self._keys(spec):
+            vm_level = port is None and smp is not None
             self.state["meter"][key] = {
                 "vm": spec.name, "tenant": spec.tenant, "cgroup": spec.cgroup, "model": spec.model,
-                "port": port, "theta_bps": theta, "omega": omega, "start_ns": now,
-                "bytes0": count if port is None else 0,
+                "port": port, "theta_bps": theta, "omega": omega,
+                "start_ns": smp[1] if vm_level and smp else now, "bytes0": smp[0] if vm_level and smp else 0,
             }  # fmt: skip
 
     def _close(self, spec: VmSpec, now: int, reopen: VmSpec | None) -> None:
-        count = self.applier.counter(spec)
+        smp = self.applier.counter(spec)
         for key, *_ in self._keys(spec):
             m = self.state["meter"].pop(key, None)
             if m is not None:
-                self._cut(m, now, count)
+                self._cut(m, now, smp)
         if reopen is not None:
-            self._open(reopen, now, count)
+            self._open(reopen, now, smp)
 
-    def _cut(self, m: dict[str, Any], now: int, count: int | None) -> None:
-        """Spool the record of [m.start_ns, now) and move the slice start to now (caller saves)."""
-        if now <= m["start_ns"]:
+    def _cut(self, m: dict[str, Any], now: int, sample: Sample) -> None:
+        """Spool the record of [m.start_ns, end) and move the slice start to end (caller saves).
+
+        A VM-level slice ends when its byte counter was read (so its bytes are exactly those of the
+        interval); a port rule's slice (no bytes of its own) ends ``now``.
+        """
+        vm_level = m["port"] is None and sample is not None
+        end = sample[1] if vm_level and sample else now
+        if end <= m["start_ns"]:
             return
-        nbytes = 0
-        if m["port"] is None and count is not None:
-            nbytes = max(0, count - int(m["bytes0"]))
+        nbytes = max(0, sample[0] - int(m["bytes0"])) if vm_level and sample else 0
         omega = Decimal(m["omega"])
         cos = classify(m["theta_bps"], omega)
         port = m["port"]
@@ -266,39 +270,38 @@ class Agent:
                 "theta_bps": m["theta_bps"] if cos == "mrg" else 0,
                 "omega": m["omega"],
                 "start_ns": m["start_ns"],
-                "end_ns": now,
+                "end_ns": end,
                 "bytes": nbytes,
             }
         )
-        m["start_ns"] = now
-        if count is not None and port is None:
-            m["bytes0"] = count
+        m["start_ns"] = end
+        if vm_level and sample:
+            m["bytes0"] = sample[0]
 
     def cut_usage(self) -> None:
-        """Close every open metering slice at now into the spool (one atomic state write)."""
+        """Close every open metering slice into the spool (one atomic state write)."""
         with self.lock:
             specs = self.applied()
             now = time.time_ns()
             for spec in specs.values():
-                count = self.applier.counter(spec)
+                smp = self.applier.counter(spec)
                 for key, *_ in self._keys(spec):
                     m = self.state["meter"].get(key)
                     if m is None:  # applied before metering existed for it: start now
-                        self._open(spec, now, count)
+                        self._open(spec, now, smp)
                     else:
-                        self._cut(m, now, count)
+                        self._cut(m, now, smp)
             self._save()
 
     def sample_rates(self) -> None:
-        now = time.monotonic_ns()
         for spec in self.applied().values():
-            c = self.applier.counter(spec)
-            if c is None:
+            smp = self.applier.counter(spec)
+            if smp is None:
                 continue
             prev = self._last_count.get(spec.name)
-            self._last_count[spec.name] = (now, c)
-            if prev is not None and now > prev[0]:
-                r = max(0, (c - prev[1]) * 8 * 10**9 // (now - prev[0]))
+            self._last_count[spec.name] = (smp[1], smp[0])
+            if prev is not None and smp[1] > prev[0]:
+                r = max(0, (smp[0] - prev[1]) * 8 * 10**9 // (smp[1] - prev[0]))
                 self._rates[spec.name] = r
                 self.metrics.rate.labels(vm=spec.name).set(r)
 

@@ -54,6 +54,10 @@ class VmSpec:
         return d
 
 
+#: A reading of a VM's byte counter: (bytes acknowledged so far, when it was read in ns since the epoch).
+Sample = tuple[int, int] | None
+
+
 class Applier(Protocol):
     """The datapath as an agent sees it. Every call is idempotent."""
 
@@ -66,8 +70,9 @@ class Applier(Protocol):
     def current(self, spec: VmSpec) -> tuple[int, str] | None:
         """The (theta_bps, omega) the datapath runs the VM with now, or None if it does not know it."""
 
-    def counter(self, spec: VmSpec) -> int | None:
-        """The VM's acknowledged bytes so far (monotonic while it is applied), or None if unknown."""
+    def counter(self, spec: VmSpec) -> Sample:
+        """The VM's acknowledged bytes so far (monotonic while it is applied) and when they were read,
+        or None if the datapath does not know the VM."""
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -125,9 +130,10 @@ class FakeApplier:
         v = self._load().get(spec.cgroup)
         return None if v is None else (int(v["theta_bps"]), str(v["omega"]))
 
-    def counter(self, spec: VmSpec) -> int | None:
+    def counter(self, spec: VmSpec) -> Sample:
         v = self._load().get(spec.cgroup)
-        return None if v is None else self._bytes(v, time.time_ns())
+        now = time.time_ns()
+        return None if v is None else (self._bytes(v, now), now)
 
     def rate_of(self, cgroup: str) -> int | None:
         v = self._load().get(cgroup)
@@ -183,6 +189,6 @@ class DatapathApplier:
             return None
         return int(v.theta_bps), str(q20_to_omega(omega_to_q20(float(v.omega))).normalize())
 
-    def counter(self, spec: VmSpec) -> int | None:
+    def counter(self, spec: VmSpec) -> Sample:
         v = self._conf(spec)
-        return None if v is None else int(v.bytes_acked)
+        return None if v is None else (int(v.bytes_acked), time.time_ns())
