@@ -99,7 +99,8 @@ class AgentProc:
         cmd = [sys.executable, "-m", "paccp.cli", "agent", "--controller", self.ctl.url, "--host", self.host,
                "--token-file", str(self.ctl.tmp / "agent.token"), "--state-dir", str(self.dir),
                "--applier", "fake", "--metrics-port", str(self.metrics_port), "--usage-period",
-               self.usage_period, "--rate-period", "200ms", "--wait", "2s", "--log-level", "debug"]  # fmt: skip
+               self.usage_period, "--rate-period", "200ms", "--wait", "2s",
+               "--log-level", "debug"]  # fmt: skip
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
         return self

@@ -7,6 +7,7 @@ must reach the ledger are known exactly.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -19,7 +20,7 @@ from procs import ADMIN, AGENT, AgentProc, Controller, wait_for
 from paccp.pricing.ledger import Ledger
 from paccp.usage import UsageRecord
 
-#: How long the controller is down in the outage test (the issue's figure is 30 s; 3 s keeps `make test` fast).
+#: Seconds the controller is down in the outage test (the issue says 30; 3 keeps `make test` fast).
 OUTAGE_S = float(os.environ.get("PACCP_TEST_OUTAGE_S", "3"))
 
 
@@ -44,7 +45,7 @@ def _check_exact(recs: list[UsageRecord], fake_vm: dict[str, Any]) -> None:
     ids = [r.record_id for r in recs]
     assert len(ids) == len(set(ids))
     recs = sorted(recs, key=lambda r: r.start_ns)
-    for a, b in zip(recs, recs[1:], strict=False):
+    for a, b in itertools.pairwise(recs):
         assert b.start_ns == a.end_ns, f"gap or overlap between {a.record_id} and {b.record_id}"
     end = recs[-1].end_ns
     assert end >= fake_vm["since_ns"]
