@@ -86,10 +86,12 @@ class Controller:
 
 
 class AgentProc:
-    """``paccp agent --applier fake`` for one host, with short periods."""
+    """``paccp agent`` (default ``--applier fake``) for one host, with short periods."""
 
-    def __init__(self, ctl: Controller, host: str, state_dir: Path, usage_period: str = "300ms") -> None:
-        self.ctl, self.host, self.dir = ctl, host, state_dir
+    def __init__(
+        self, ctl: Controller, host: str, state_dir: Path, usage_period: str = "300ms", applier: str = "fake"
+    ) -> None:
+        self.ctl, self.host, self.dir, self.applier = ctl, host, state_dir, applier
         self.metrics_port = free_port()
         self.usage_period = usage_period
         self.log = state_dir.parent / f"agent-{host}-{state_dir.name}.log"
@@ -98,7 +100,7 @@ class AgentProc:
     def start(self) -> AgentProc:
         cmd = [sys.executable, "-m", "paccp.cli", "agent", "--controller", self.ctl.url, "--host", self.host,
                "--token-file", str(self.ctl.tmp / "agent.token"), "--state-dir", str(self.dir),
-               "--applier", "fake", "--metrics-port", str(self.metrics_port), "--usage-period",
+               "--applier", self.applier, "--metrics-port", str(self.metrics_port), "--usage-period",
                self.usage_period, "--rate-period", "200ms", "--wait", "2s",
                "--log-level", "debug"]  # fmt: skip
         with self.log.open("ab") as fh:
