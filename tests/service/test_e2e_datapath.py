@@ -125,8 +125,10 @@ def test_purchase_changes_the_measured_rate_within_1s(tmp_path: Path) -> None:
             after = _rates(core, cgids, max(0.2, 1.0 - (time.monotonic() - t)))
             measured_s = time.monotonic() - t
             share1 = after["vm1"] / sum(after.values())
-            print(f"applied in {applied_s:.3f} s; vm1 share {share0:.2f} -> {share1:.2f} in {measured_s:.2f} s;"
-                  f" rates before {before}, after {after}")  # fmt: skip
+            print(
+                f"applied in {applied_s:.3f} s; vm1 share {share0:.2f} -> {share1:.2f} in {measured_s:.2f} s;"
+                f" rates before {before}, after {after}"
+            )
             assert applied_s < 1.0
             assert share1 > share0 * 1.3, (share0, share1, before, after)
             time.sleep(1.5)
