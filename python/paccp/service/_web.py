@@ -21,12 +21,12 @@ svg{border:1px solid #ccc;background:#fafafa}
 <div id="main" hidden>
 <p id="who"></p>
 <h2>Buy or change a pair</h2>
-<form onsubmit="buy(event)">
+<form onsubmit="doBuy(event)">
 VM <select id="vm"></select>
-class <select id="cos" onchange="quote()"><option>be</option><option>ds</option>
+class <select id="cos" onchange="liveQuote()"><option>be</option><option>ds</option>
 <option selected>mrg</option></select>
-theta <input id="theta" value="100Mbit" size="9" oninput="quote()">
-omega <input id="omega" value="2" size="4" oninput="quote()">
+theta <input id="theta" value="100Mbit" size="9" oninput="liveQuote()">
+omega <input id="omega" value="2" size="4" oninput="liveQuote()">
 port (FBP) <input id="port" size="5">
 <button id="buy" type="submit">Buy</button>
 </form>
@@ -41,7 +41,7 @@ port (FBP) <input id="port" size="5">
 </div>
 <script>
 let TOKEN = sessionStorage.getItem("paccp_token") || "";
-let quoted = null; const hist = {};
+let quoted = null, quoteSeq = 0; const hist = {};
 function mbit(b){ return b == null ? "-" : (b/1e6).toFixed(1) + " Mbit/s"; }
 function esc(s){ const d = document.createElement("div"); d.textContent = String(s); return d.innerHTML; }
 async function api(method, path, body){
@@ -60,17 +60,19 @@ async function login(){
     document.getElementById("main").hidden = false; document.getElementById("login").hidden = true;
     const d = new Date(); document.getElementById("period").value =
       d.getUTCFullYear() + "-" + String(d.getUTCMonth() + 1).padStart(2, "0");
-    show(null); await refresh(true); quote(); setInterval(refresh, 1000);
+    show(null); await refresh(true); liveQuote(); setInterval(refresh, 1000);
   } catch(e){ show(e); }
 }
-async function quote(){
+async function liveQuote(){
   const q = new URLSearchParams({cos: cos.value, theta: theta.value, omega: omega.value});
-  try { quoted = await api("GET", "/v1/quote?" + q);
+  const mine = ++quoteSeq;  // answers may come back out of order: only the latest counts
+  try { const got = await api("GET", "/v1/quote?" + q); if (mine !== quoteSeq) return; quoted = got;
     document.getElementById("quote").textContent = quoted.per_hour + " " + quoted.currency + " per hour";
     show(null);
-  } catch(e){ quoted = null; document.getElementById("quote").textContent = "-"; show(e); }
+  } catch(e){ if (mine !== quoteSeq) return;
+    quoted = null; document.getElementById("quote").textContent = "-"; show(e); }
 }
-async function buy(ev){
+async function doBuy(ev){
   ev.preventDefault(); if (!quoted) return;
   const vmName = document.getElementById("vm").value;
   const body = {cos: cos.value, theta: theta.value, omega: omega.value, max_per_hour: quoted.per_hour};
