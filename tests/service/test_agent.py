@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import ADMIN, AGENT, AgentProc, Controller, wait_for
+from svc_procs import ADMIN, AGENT, AgentProc, Controller, wait_for
 
 from paccp.pricing.ledger import Ledger
 from paccp.usage import UsageRecord

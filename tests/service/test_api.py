@@ -8,9 +8,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from conftest import AGENT, Ctl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from svc_fixtures import AGENT, Ctl
 
 from paccp.pricing.book import load_book
 from paccp.pricing.quote import quote

@@ -6,8 +6,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from conftest import ADMIN, AGENT, Ctl
 from fastapi.testclient import TestClient
+from svc_fixtures import ADMIN, AGENT, Ctl
 
 from paccp.errors import EnvironmentUnsupported
 from paccp.pricing.pgtemp import TempPostgres

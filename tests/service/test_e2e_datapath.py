@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from procs import AgentProc, Controller, wait_for
+from svc_procs import AgentProc, Controller, wait_for
 
 RATE = 100_000_000
 LOCK = Path("/tmp/paccp-datapath.lock")

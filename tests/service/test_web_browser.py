@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import AgentProc, Controller, wait_for
+from svc_procs import AgentProc, Controller, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SHOT = REPO / "out" / "screenshots" / "service-page.png"
