@@ -291,7 +291,13 @@ def test_oversized_and_unauthenticated_requests(ctl: Ctl) -> None:
 @given(
     body=st.dictionaries(
         st.sampled_from(["vm", "cos", "theta", "omega", "port", "max_per_hour", "zz"]),
-        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20)),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.text(max_size=20),
+        ),
     )
 )
 def test_fuzzed_purchase_bodies_never_500(ctl: Ctl, body: dict[str, Any]) -> None:
