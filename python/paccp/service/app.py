@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paccp.errors import UserError
+from paccp.pricing.book import PriceBook
 from paccp.pricing.ledger import Ledger, Tenant, check_name
 from paccp.service._store import ServiceError, Store, digest, same_secret
 from paccp.units import parse_rate_bps
@@ -233,6 +234,17 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
     HostDep = Annotated[str, Depends(agent_auth)]
 
     # --- shared helpers -----------------------------------------------------------------------
+    books: dict[str, PriceBook] = {}
+
+    def _book(t: Tenant) -> PriceBook:
+        """The tenant's book snapshot, parsed once per content (snapshots never change)."""
+        bk = books.get(t.book_sha256)
+        if bk is None:
+            if len(books) > 1000:
+                books.clear()
+            bk = books[t.book_sha256] = t.book
+        return bk
+
     def _price(t: Tenant, cos: str, theta: str | int, omega: Decimal) -> tuple[int, Any]:
         from paccp.datapath.core import check_pair
         from paccp.pricing.quote import quote
@@ -240,7 +252,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         if t.model not in SOLD_MODELS:
             raise ServiceError(400, f"tenant {t.name!r} is billed {t.model}: the API sells vbp and fbp")
         theta_bps = parse_rate_bps(str(theta))
-        q = quote(t.model, cos, theta_bps, omega, HOUR_NS, t.book)
+        q = quote(t.model, cos, theta_bps, omega, HOUR_NS, _book(t))
         check_pair(theta_bps, float(omega))  # what the datapath can enforce
         return theta_bps, q
 
@@ -279,7 +291,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
     # --- tenants ------------------------------------------------------------------------------
     @app.get("/v1/me", tags=["tenant"])
     def me(t: TenantDep) -> dict[str, Any]:
-        bk = t.book
+        bk = _book(t)
         return {"tenant": t.name, "model": t.model, "currency": bk.currency, "book": bk.name}
 
     @app.get("/v1/quote", tags=["tenant"])
@@ -385,7 +397,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         from paccp.pricing.charging import build_invoice
 
         s, e = _period(period)
-        inv = build_invoice(t.name, t.model, t.book, ledger.usage(t.name, s, e), period)
+        inv = build_invoice(t.name, t.model, _book(t), ledger.usage(t.name, s, e), period)
         body = inv.to_json()
         body["issued"] = [
             {"revision": r, "total": tot, "issued_at": at} for r, tot, at in ledger.issued(t.name, period)
