@@ -129,6 +129,23 @@ def test_controller_down_keeps_enforcement_and_delivers_buffered_usage_once(tmp_
         ctl.stop()
 
 
+def test_datapath_drift_is_repaired(tmp_path: Path) -> None:
+    """State lost in the datapath behind the agent's back (unloaded, edited by hand) is put back."""
+    import json
+
+    ctl, tok = _setup(tmp_path)
+    ag = AgentProc(ctl, "h1", tmp_path / "state-h1").start()
+    try:
+        ctl.buy(tok, "vm1", "ds", "0", "2")
+        wait_for(lambda: ag.fake().get("/vm1", {}).get("omega") == "2", what="the purchase applied")
+        (ag.dir / "fake-datapath.json").write_text(json.dumps({}))  # the datapath forgot the VM
+        wait_for(lambda: ag.fake().get("/vm1", {}).get("omega") == "2", timeout=15, what="the repair")
+        assert re.search(r"^paccp_agent_drift_repairs_total 1\.0$", ag.metrics(), re.M)
+    finally:
+        ag.stop()
+        ctl.stop()
+
+
 def test_second_agent_claiming_a_host_is_refused(tmp_path: Path) -> None:
     ctl, _tok = _setup(tmp_path)
     first = AgentProc(ctl, "h1", tmp_path / "state-a").start()

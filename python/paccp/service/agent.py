@@ -70,6 +70,9 @@ class Metrics:
             "paccp_agent_last_sync_timestamp_seconds", "when the desired state was last received", registry=r
         )
         self.rate = Gauge("paccp_agent_vm_rate_bps", "measured rate per VM", ["vm"], registry=r)
+        self.repairs = Counter(
+            "paccp_agent_drift_repairs", "VMs re-applied because the datapath differed", registry=r
+        )
 
 
 class Agent:
@@ -97,6 +100,7 @@ class Agent:
         self.usage_period_s = usage_period_s
         self.rate_period_s = rate_period_s
         self.wait_s = wait_s
+        self.drift_period_s = 5.0
         self.metrics = Metrics()
         self.lock = threading.RLock()
         self.stop = threading.Event()
@@ -165,12 +169,26 @@ class Agent:
         return r
 
     # --- reconcile ------------------------------------------------------------------------------
-    def startup_check(self) -> None:
-        """Re-apply only what the datapath does not run as last applied (a crash between the state write
-        and the datapath call); a clean restart applies nothing."""
+    def repair_drift(self) -> int:
+        """Re-apply every VM whose datapath pair differs from what was last applied; return how many.
+
+        Run on start (a crash between the state write and the datapath call; a clean restart applies
+        nothing) and periodically: the datapath can lose state behind the agent's back (unloaded, host
+        rebooted, someone ran ``paccp datapath vm set`` by hand), and the agent puts it back.
+        """
+        n = 0
         for spec in self.applied().values():
-            if self.applier.current(spec) != (spec.theta_bps, spec.omega):
+            try:
+                cur = self.applier.current(spec)
+            except Exception:  # the datapath cannot be read (e.g. unloaded): apply, which loads it
+                cur = None
+            if cur != (spec.theta_bps, spec.omega):
+                log.warning("VM %s: datapath runs %s, applied %s: re-applying", spec.name, cur,
+                            (spec.theta_bps, spec.omega))  # fmt: skip
+                self.metrics.repairs.inc()
                 self._apply(spec, None)
+                n += 1
+        return n
 
     def _apply(self, spec: VmSpec, before: VmSpec | None) -> None:
         try:
@@ -367,7 +385,7 @@ class Agent:
         if metrics_port:
             start_http_server(metrics_port, addr=metrics_addr, registry=self.metrics.registry)
         self.metrics.up.set(1)
-        self.startup_check()
+        self.repair_drift()
         with self.lock:
             self._save()
         if threading.current_thread() is threading.main_thread():
@@ -378,6 +396,7 @@ class Agent:
         next_cut = time.monotonic() + self.usage_period_s
         next_rate = time.monotonic()
         next_ship = 0.0
+        next_drift = time.monotonic() + self.drift_period_s
         backoff = 0.5
         while not self.stop.is_set():
             now = time.monotonic()
@@ -385,6 +404,10 @@ class Agent:
                 self.sample_rates()
                 next_rate = now + self.rate_period_s
                 next_ship = min(next_ship, now)  # rates travel with the next shipment
+            if now >= next_drift:
+                with self.lock:
+                    self.repair_drift()
+                next_drift = now + self.drift_period_s
             if now >= next_cut:
                 self.cut_usage()
                 next_cut = now + self.usage_period_s

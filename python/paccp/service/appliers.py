@@ -152,6 +152,8 @@ class DatapathApplier:
 
     def apply(self, spec: VmSpec, before: VmSpec | None) -> None:
         core = self.core
+        if not core.is_loaded():  # unloaded behind the agent's back: load it again
+            core.load()
         if spec.model == "fbp":  # the VM itself is BE; each bought port has its rule
             core.vm_set(spec.cgroup, 0, 1.0, tenant=spec.tenant)
         else:
