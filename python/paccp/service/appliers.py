@@ -189,7 +189,10 @@ class DatapathApplier:
         v = self._conf(spec)
         if v is None:
             return None
-        return int(v.theta_bps), str(q20_to_omega(omega_to_q20(float(v.omega))).normalize())
+        q = omega_to_q20(float(v.omega))
+        if q == omega_to_q20(Decimal(spec.omega)):  # the datapath holds omega in Q20: 1.3 is 1.2999992...
+            return int(v.theta_bps), spec.omega
+        return int(v.theta_bps), str(q20_to_omega(q).normalize())
 
     def counter(self, spec: VmSpec) -> Sample:
         v = self._conf(spec)
