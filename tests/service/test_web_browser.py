@@ -74,7 +74,10 @@ def test_tenant_buys_on_the_web_page_and_sees_rate(tmp_path: Path) -> None:
 
         # the agent applied it and reports the rate: the page shows it next to the purchase (live)
         def rate_shown() -> bool:
-            cells = [e.text for e in d.find_elements(By.CSS_SELECTOR, "tr.vmrow td.rate")]
+            # read in one script: the table is redrawn every second, so element handles go stale
+            cells = d.execute_script(
+                "return [...document.querySelectorAll('tr.vmrow td.rate')].map(e => e.textContent)"
+            )
             return any(c.endswith("Mbit/s") and abs(float(c.split()[0]) - 300) < 6 for c in cells)
 
         wait_for(rate_shown, timeout=20, what="the live rate")
