@@ -9,6 +9,7 @@ one line on stderr with exit code 2.
 - Linux datapath: ``datapath ...``, ``testbed ...``, ``bench datapath`` (``paccp.datapath.cli``)
 - cross-check against ns-3 and the kernel: ``crosscheck`` (``paccp.crosscheck.cli``)
 - scheme comparison: ``compare`` (``paccp.compare.cli``)
+- the running service: ``serve``, ``agent`` (``paccp.service.cli``)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ try:  # typer >= 0.2x carries its own copy of click
 except ImportError:  # pragma: no cover - older typer with click as a dependency
     from click.exceptions import ClickException, NoArgsIsHelpError  # type: ignore[assignment]
 from paccp.pricing import cli as pricing_cli
+from paccp.service import cli as service_cli
 
 app = typer.Typer(
     name="paccp",
@@ -70,6 +72,7 @@ pricing_cli.register(app, benchcli.bench_app)
 datapath_cli.register(app, benchcli.bench_app)
 crosscheck_cli.register(app)
 compare_cli.register(app)
+service_cli.register(app)
 
 
 def _one_line(message: str) -> str:

@@ -447,16 +447,31 @@ class Ledger:
     def _insert_usage(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
         """``INSERT ... ON CONFLICT (tenant, record_id) DO NOTHING`` of ``rows``; return how many went in.
 
-        SQLite: the driver's executemany of the Core statement. PostgreSQL: the rows are streamed with COPY
-        into a session-private temporary table (``LIKE usage``), then moved with one ``INSERT ... SELECT
-        ... ON CONFLICT DO NOTHING`` (row-by-row INSERTs cost several times more there). Same transaction
-        either way.
+        SQLite: one ``executemany`` on the driver's cursor of the compiled Core statement, with the values
+        bound as the column types bind them (omega: the canonical decimal text of :class:`ExactDecimal`;
+        booleans: 0/1), skipping SQLAlchemy's per-row parameter processing. PostgreSQL: the rows are
+        streamed with COPY into a session-private temporary table (``LIKE usage``), then moved with one
+        ``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` (row-by-row INSERTs cost several times more
+        there). Same transaction either way.
         """
         u = schema.usage
+        cols = [c.name for c in u.columns]
         if self.dialect == "sqlite":
             ins = sqlite.insert(u).on_conflict_do_nothing(index_elements=["tenant", "record_id"])
-            return int(conn.execute(ins, rows).rowcount)  # sqlite3: the rows executemany inserted
-        cols = [c.name for c in u.columns]
+            compiled = ins.compile(dialect=conn.dialect, column_keys=cols)
+            if list(compiled.positiontup or ()) != cols:  # positional "?" in column order, or refuse
+                raise RuntimeError("usage INSERT does not bind the columns in table order")
+            bind = schema.ExactDecimal().process_bind_param
+            om = cols.index("omega")
+            params = [
+                tuple(bind(r[c], conn.dialect) if i == om else r[c] for i, c in enumerate(cols)) for r in rows
+            ]
+            cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                cur.executemany(str(compiled), params)
+                return int(cur.rowcount)  # sqlite3: the rows executemany inserted
+            finally:
+                cur.close()
         names = ", ".join(cols)
         dbapi: Any = conn.connection.dbapi_connection  # psycopg's Connection, inside this transaction
         with dbapi.cursor() as cur:

@@ -1,0 +1,124 @@
+"""``paccp serve`` (the controller) and ``paccp agent`` (one per host)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from paccp.errors import UserError
+from paccp.units import parse_duration_ns
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="ledger: SQLite file or postgresql:// URL (default $PACCP_LEDGER, else per-user)"
+    ),
+]
+
+
+def read_or_create_token(path: Path, prefix: str) -> str:
+    """The secret in ``path``; a new random one (file mode 0600) if the file does not exist."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tok = f"{prefix}_{secrets.token_urlsafe(32)}"
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(tok + "\n")
+        print(f"created {path} (mode 0600)")
+        return tok
+    try:
+        tok = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(tok) < 16:
+        raise UserError(f"{path}: a token needs at least 16 characters")
+    return tok
+
+
+def serve_cmd(
+    db: DbOpt = None,
+    bind: Annotated[str, typer.Option("--bind", help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port")] = 8080,
+    admin_token_file: Annotated[
+        Path, typer.Option("--admin-token-file", help="operator's token (created if missing)")
+    ] = Path("/etc/paccp/admin.token"),
+    agent_token_file: Annotated[
+        Path, typer.Option("--agent-token-file", help="agents' enrolment token (created if missing)")
+    ] = Path("/etc/paccp/agent.token"),
+    log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning")] = "info",
+) -> None:
+    """The controller: tenant and operator API (OpenAPI at /docs), tenant web page at /, agents' watch."""
+    import uvicorn
+
+    from paccp.service.app import create_app
+
+    if not 0 < port < 65536:
+        raise UserError("--port must be 1..65535")
+    app = create_app(
+        db, read_or_create_token(admin_token_file, "pa"), read_or_create_token(agent_token_file, "pe")
+    )
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    uvicorn.run(app, host=bind, port=port, log_level=log_level, access_log=True)
+
+
+def agent_cmd(
+    controller: Annotated[str, typer.Option("--controller", help="controller URL")] = "http://127.0.0.1:8080",
+    host: Annotated[str | None, typer.Option("--host", help="this host's name (default: hostname)")] = None,
+    token_file: Annotated[Path, typer.Option("--token-file", help="the agents' enrolment token")] = Path(
+        "/etc/paccp/agent.token"
+    ),
+    state_dir: Annotated[Path, typer.Option("--state-dir", help="last applied state and usage spool")] = Path(
+        "/var/lib/paccp-agent"
+    ),
+    applier: Annotated[
+        str, typer.Option("--applier", help="datapath (BPF, root) or fake (a file; tests, no BPF)")
+    ] = "datapath",
+    metrics_port: Annotated[int, typer.Option("--metrics-port", help="Prometheus port (0: off)")] = 9465,
+    metrics_addr: Annotated[str, typer.Option("--metrics-addr", help="Prometheus address")] = "127.0.0.1",
+    usage_period: Annotated[str, typer.Option("--usage-period", help="usage record length")] = "10s",
+    rate_period: Annotated[str, typer.Option("--rate-period", help="rate sampling period")] = "1s",
+    wait: Annotated[str, typer.Option("--wait", help="long-poll wait")] = "20s",
+    log_level: Annotated[str, typer.Option("--log-level")] = "info",
+) -> None:
+    """The host agent: applies the desired state to the datapath, ships usage, exports metrics."""
+    from paccp.service.agent import Agent
+    from paccp.service.appliers import Applier, DatapathApplier, FakeApplier
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    periods = [parse_duration_ns(x) / 1e9 for x in (usage_period, rate_period, wait)]
+    if not all(0 < p <= 3600 for p in periods):
+        raise UserError("--usage-period, --rate-period and --wait must be > 0 and at most 1h")
+    if not 0 <= metrics_port < 65536:
+        raise UserError("--metrics-port must be 0..65535")
+    app_: Applier
+    if applier == "fake":
+        app_ = FakeApplier(state_dir / "fake-datapath.json")
+    elif applier == "datapath":
+        app_ = DatapathApplier()
+    else:
+        raise UserError(f"unknown --applier {applier!r} (expected datapath or fake)")
+    if not token_file.is_file():
+        raise UserError(f"{token_file}: no enrolment token (copy the controller's --agent-token-file)")
+    ag = Agent(
+        controller,
+        host or socket.gethostname(),
+        token_file.read_text(encoding="utf-8").strip(),
+        state_dir,
+        app_,
+        usage_period_s=periods[0],
+        rate_period_s=periods[1],
+        wait_s=periods[2],
+    )
+    ag.run(metrics_port, metrics_addr)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` and ``agent`` to the root app."""
+    app.command("serve")(serve_cmd)
+    app.command("agent")(agent_cmd)
