@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from paccp.cos import classify
+from paccp.common.cos import classify
 from paccp.errors import UserError
 from paccp.service.appliers import Applier, Sample, VmSpec, _write_json
 
