@@ -93,3 +93,29 @@ def test_distance_reference_dual_matches_the_exact_optimum() -> None:
     exact = solve(Problem(links, flows)).rates_bps
     dual = dual_rates(Problem(links, flows))
     assert max(abs(dual[k] - exact[k]) / exact[k] for k in exact) < 1e-3
+
+
+def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
+    """Score definitions: a VM that joins 0.3 ms into a 5 ms window is present 94 % of it, so its
+    guarantee makes that window over-committed (not feasible), and in the distance reference it
+    competes with 94 % of its pair; VMs scored are only those backlogged throughout the window."""
+    from paccp.compare.distance import _Net, presence, window_problem
+
+    starts = np.arange(4, dtype=np.int64) * 5_000_000
+    fr = presence(5_300_000, None, starts, 5_000_000)
+    assert list(np.round(fr, 3)) == [0.0, 0.94, 1.0, 1.0]
+    fr = presence(0, 12_500_000, starts, 5_000_000)
+    assert list(np.round(fr, 3)) == [1.0, 1.0, 0.5, 0.0]
+    raw = {
+        "mtu": 1500,
+        "header": 0,
+        "hosts": ["s", "r"],
+        "channels": [["s", "sw", 1e9, 0], ["sw", "r", 1e10, 0]],
+    }
+    pair = {"old": (700e6, 2.0), "new": (700e6, 2.0)}
+    conns = [("a", "old", "s", "r", None, 1.0), ("b", "new", "s", "r", None, 0.5)]
+    prob, vm_of = window_problem(_Net(raw), conns, pair, 0.005)
+    assert prob is not None
+    theta = {f.id: f.theta_bps for f in prob.flows}
+    # 700 + 350 > 1000: both scaled by one factor
+    assert abs(theta["a"] - 700e6 * 1000 / 1050) < 1e3 and abs(theta["b"] - 350e6 * 1000 / 1050) < 1e3
