@@ -44,8 +44,9 @@ def test_guarantees_scaled_by_one_factor_hold_at_2x(tmp_path: Path) -> None:
     for v in setup.vms:
         want = v.purchase.guarantee / 2 * pf
         got = rates[v.id]
-        # most windows within 10 % (the rest: the guests' Reno loss recovery, which delays acked bytes)
-        assert (got >= 0.9 * want).mean() >= 0.8, (v.id, want, got)
+        # nearly every window within 10 % (the host's window keeps the guests from losing segments
+        # in their own host queue, whose recovery moved acked bytes from one window to the next)
+        assert (got >= 0.9 * want).mean() >= 0.9, (v.id, want, got)
         assert abs(got.mean() - want) <= 0.05 * want, (v.id, want, got.mean())
     # the paper's PACCP (VBP) does not: gold below its scaled guarantee in most windows
     vbp, _ = _rates("paccp-vbp", setup)
@@ -72,6 +73,28 @@ def test_opening_flows_gains_nothing_on_a_host_bottleneck(tmp_path: Path) -> Non
     assert 0.85 <= g16 <= 1.10, g16
     # without the VM as one entity (a queue per flow), 16 flows take most of the port
     assert gain("paccp-host-no-vm", 16) > 2.0
+
+
+def test_opening_flows_gains_nothing_on_a_fabric_bottleneck() -> None:
+    """The leaf-spine file's gaming point (4 VMs on one 10 Gb/s switch-to-switch link, 20 ms): with the
+    fabric law at the host, 16 connections gain nothing; with the host-queue cap alone, the guests'
+    Reno does game."""
+    spec = load_spec(REPO / "scenarios" / "compare-leafspine-websearch.toml").quick()
+    cfg = spec.cfg
+    assert cfg.gaming is not None
+
+    def gain(scheme: str, k: int) -> float:
+        tr = spec.base.get("transport")
+        assert cfg.gaming is not None
+        r1, _ = _rates(scheme, gaming_setup(cfg.gaming, 1, 1, cfg.window, tr))
+        base = float(np.mean([r.mean() for r in r1.values()]))
+        st = gaming_setup(cfg.gaming, k, 1, cfg.window, tr)
+        rk, _ = _rates(scheme, st)
+        assert st.gamer is not None
+        return float(rk[st.gamer].mean()) / base
+
+    assert gain("paccp-host", 16) <= 1.10
+    assert gain("paccp-host-no-fabric", 16) > 1.3
 
 
 def test_distance_reference_dual_matches_the_exact_optimum() -> None:
@@ -114,7 +137,7 @@ def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
     }
     pair = {"old": (700e6, 2.0), "new": (700e6, 2.0)}
     conns = [("a", "old", "s", "r", None, 1.0), ("b", "new", "s", "r", None, 0.5)]
-    prob, vm_of = window_problem(_Net(raw), conns, pair, 0.005)
+    prob, _ = window_problem(_Net(raw), conns, pair, 0.005)
     assert prob is not None
     theta = {f.id: f.theta_bps for f in prob.flows}
     # 700 + 350 > 1000: both scaled by one factor
