@@ -20,6 +20,7 @@ SCENARIOS = {
     "overcommit": REPO / "scenarios" / "compare-overcommit.toml",
     "leafspine": REPO / "scenarios" / "compare-leafspine-websearch.toml",
     "clos": REPO / "scenarios" / "compare-clos-mapreduce.toml",
+    "overcommit-3class": REPO / "scenarios" / "compare-overcommit-3class.toml",
 }
 BE = Purchase(name="BE")
 DS = Purchase(name="DS", weight=2.0)

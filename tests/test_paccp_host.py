@@ -44,8 +44,9 @@ def test_guarantees_scaled_by_one_factor_hold_at_2x(tmp_path: Path) -> None:
     for v in setup.vms:
         want = v.purchase.guarantee / 2 * pf
         got = rates[v.id]
-        # most windows within 10 % (the rest: the guests' Reno loss recovery, which delays acked bytes)
-        assert (got >= 0.9 * want).mean() >= 0.8, (v.id, want, got)
+        # nearly every window within 10 % (the host's window keeps the guests from losing segments
+        # in their own host queue, whose recovery moved acked bytes from one window to the next)
+        assert (got >= 0.9 * want).mean() >= 0.9, (v.id, want, got)
         assert abs(got.mean() - want) <= 0.05 * want, (v.id, want, got.mean())
     # the paper's PACCP (VBP) does not: gold below its scaled guarantee in most windows
     vbp, _ = _rates("paccp-vbp", setup)
@@ -74,6 +75,28 @@ def test_opening_flows_gains_nothing_on_a_host_bottleneck(tmp_path: Path) -> Non
     assert gain("paccp-host-no-vm", 16) > 2.0
 
 
+def test_opening_flows_gains_nothing_on_a_fabric_bottleneck() -> None:
+    """The leaf-spine file's gaming point (4 VMs on one 10 Gb/s switch-to-switch link, 20 ms): with the
+    fabric law at the host, 16 connections gain nothing; with the host-queue cap alone, the guests'
+    Reno does game."""
+    spec = load_spec(REPO / "scenarios" / "compare-leafspine-websearch.toml").quick()
+    cfg = spec.cfg
+    assert cfg.gaming is not None
+
+    def gain(scheme: str, k: int) -> float:
+        tr = spec.base.get("transport")
+        assert cfg.gaming is not None
+        r1, _ = _rates(scheme, gaming_setup(cfg.gaming, 1, 1, cfg.window, tr))
+        base = float(np.mean([r.mean() for r in r1.values()]))
+        st = gaming_setup(cfg.gaming, k, 1, cfg.window, tr)
+        rk, _ = _rates(scheme, st)
+        assert st.gamer is not None
+        return float(rk[st.gamer].mean()) / base
+
+    assert gain("paccp-host", 16) <= 1.10
+    assert gain("paccp-host-no-fabric", 16) > 1.3
+
+
 def test_distance_reference_dual_matches_the_exact_optimum() -> None:
     """The distance score's fast solver (large windows) agrees with :func:`paccp.sim.optimum.solve`."""
     from paccp.compare.distance import dual_rates
@@ -93,3 +116,29 @@ def test_distance_reference_dual_matches_the_exact_optimum() -> None:
     exact = solve(Problem(links, flows)).rates_bps
     dual = dual_rates(Problem(links, flows))
     assert max(abs(dual[k] - exact[k]) / exact[k] for k in exact) < 1e-3
+
+
+def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
+    """Score definitions: a VM that joins 0.3 ms into a 5 ms window is present 94 % of it, so its
+    guarantee makes that window over-committed (not feasible), and in the distance reference it
+    competes with 94 % of its pair; VMs scored are only those backlogged throughout the window."""
+    from paccp.compare.distance import _Net, presence, window_problem
+
+    starts = np.arange(4, dtype=np.int64) * 5_000_000
+    fr = presence(5_300_000, None, starts, 5_000_000)
+    assert list(np.round(fr, 3)) == [0.0, 0.94, 1.0, 1.0]
+    fr = presence(0, 12_500_000, starts, 5_000_000)
+    assert list(np.round(fr, 3)) == [1.0, 1.0, 0.5, 0.0]
+    raw = {
+        "mtu": 1500,
+        "header": 0,
+        "hosts": ["s", "r"],
+        "channels": [["s", "sw", 1e9, 0], ["sw", "r", 1e10, 0]],
+    }
+    pair = {"old": (700e6, 2.0), "new": (700e6, 2.0)}
+    conns = [("a", "old", "s", "r", None, 1.0), ("b", "new", "s", "r", None, 0.5)]
+    prob, _ = window_problem(_Net(raw), conns, pair, 0.005)
+    assert prob is not None
+    theta = {f.id: f.theta_bps for f in prob.flows}
+    # 700 + 350 > 1000: both scaled by one factor
+    assert abs(theta["a"] - 700e6 * 1000 / 1050) < 1e3 and abs(theta["b"] - 350e6 * 1000 / 1050) < 1e3

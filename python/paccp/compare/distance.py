@@ -3,9 +3,13 @@ optimum of the VMs backlogged in that window.
 
 The reference of window k (:func:`window_problem`):
 
-- **flows**: the connections open during the whole window with bytes still to send (the backlog of
-  :func:`paccp.compare.measure.evaluate`); a VM's pair (G, W) is split equally over its backlogged
-  connections (VBP form: theta = G / n, omega = W / n), so a VM's share does not grow with its flows;
+- **flows**: the connections open during the window with bytes still to send (the backlog of
+  :func:`paccp.compare.measure.evaluate`), each with its *presence*, the share of the window it was open
+  (1 for a connection open throughout); a VM's pair (G, W), weighted by the VM's presence (its largest
+  connection's), is split over its connections in proportion to their presence (VBP form: n connections
+  open throughout get theta = G / n, omega = W / n), so a VM's share does not grow with its flows, and a
+  VM that joins 0.3 ms into a 5 ms window competes with 94 % of its pair (weighting by time open: the
+  window's reference is then close to the time average of the optimum before and after the join);
 - **links** (payload rates: capacity x (MTU - header) / MTU): the source host's NIC, the destination
   host's link in, and, where the two hosts hang off different switches that have switch-to-switch links,
   the source switch's uplinks and the destination switch's downlinks, each pooled into one link (perfect
@@ -15,7 +19,8 @@ The reference of window k (:func:`window_problem`):
   guarantee on it is scaled by one factor (a flow's by the smallest factor of its links); the flows
   without a guarantee on a link the scaled guarantees then fill get share 0.
 
-The VM's share is the sum of its connections' rates (:func:`paccp.sim.optimum.solve`). Its relative error
+Scored: the VMs with a connection open during the whole window. The VM's share is the sum of its
+connections' rates (:func:`paccp.sim.optimum.solve`). Its relative error
 in the window is |got - share| / max(share, 1 % of its host's NIC) (the floor keeps a share of 0 finite);
 **within 10 %** when that is <= 0.1. Per run: the share of (VM, window) pairs within 10 % and the median
 relative error, overall and per class.
@@ -40,13 +45,28 @@ UNBOUNDED = 1e15
 EXACT_MAX = 60  # flows of a window solved exactly; larger windows by the dual iteration
 
 
-def conn_backlog(whole: np.ndarray, rem: np.ndarray) -> list[Any]:
+def presence(start: int, finish: int | None, starts: np.ndarray, w: int) -> np.ndarray:
+    """The share of each window (starting at ``starts``, ``w`` ns long) during which a connection open
+    over [start, finish) was open (finish None: to the end)."""
+    end = np.inf if finish is None else float(finish)
+    lo = np.maximum(starts.astype(np.float64), float(start))
+    hi = np.minimum(starts.astype(np.float64) + w, end)
+    return np.clip((hi - lo) / w, 0.0, 1.0)
+
+
+def conn_backlog(whole: np.ndarray, rem: np.ndarray, frac: np.ndarray | None = None) -> list[Any]:
     """Sparse form kept by :func:`paccp.compare.measure.evaluate`: [[window, rest bytes], ...] of the
-    windows a connection was open throughout with bytes to send (rest None: unbounded)."""
+    windows a connection was open throughout with bytes to send (rest None: unbounded), and
+    [window, rest bytes, presence] of the windows it was open in part of (``frac``: :func:`presence`)."""
     out: list[Any] = []
-    for k in np.flatnonzero(whole & (rem > 0)):
+    part = np.zeros(whole.shape, dtype=bool) if frac is None else (frac > 0) & ~whole
+    for k in np.flatnonzero((whole | part) & (rem > 0)):
         r = float(rem[k])
-        out.append([int(k), None if r >= UNBOUNDED else r])
+        row: list[Any] = [int(k), None if r >= UNBOUNDED else r]
+        if part[k]:
+            assert frac is not None
+            row.append(float(frac[k]))
+        out.append(row)
     return out
 
 
@@ -79,31 +99,36 @@ class _Net:
         return tuple(r)
 
 
-Conn = tuple[str, str, str, str, float | None]
+Conn = tuple[str, str, str, str, float | None, float]
 
 
 def window_problem(
     net: _Net, conns: list[Conn], pair: dict[str, tuple[float, float]], w_s: float
 ) -> tuple[Problem | None, dict[str, str]]:
-    """The problem of one window: conns are (id, vm, src, dst, rest bytes or None). Returns the problem
-    (None when every flow got share 0) and the VM of each flow id (flows with share 0 left out)."""
-    n_of: dict[str, int] = defaultdict(int)
-    for _c, vm, *_ in conns:
-        n_of[vm] += 1
+    """The problem of one window: conns are (id, vm, src, dst, rest bytes or None, presence). Returns
+    the problem (None when every flow got share 0) and the VM of each flow id (flows with share 0 left
+    out). A VM's pair, weighted by its presence (the largest of its connections'), is split over its
+    connections in proportion to theirs."""
+    f_sum: dict[str, float] = defaultdict(float)
+    f_max: dict[str, float] = defaultdict(float)
+    for _c, vm, *_rest, fr in conns:
+        f_sum[vm] += fr
+        f_max[vm] = max(f_max[vm], fr)
     links: dict[str, float] = {}
     flows: list[Flow] = []
-    for cid, vm, src, dst, rest in conns:
+    for cid, vm, src, dst, rest, fr in conns:
         g, wt = pair[vm]
+        part = f_max[vm] * fr / f_sum[vm]
         route = net.route(src, dst)
         for ln in route:
             links[ln] = net.cap[ln]
-        theta = g / n_of[vm]
+        theta = g * part
         if rest is not None:
             cap = max(rest * 8 / w_s, 1.0)
             links[f"dem:{cid}"] = cap
             route = (*route, f"dem:{cid}")
             theta = min(theta, cap)
-        flows.append(Flow(cid, route, theta, wt / n_of[vm]))
+        flows.append(Flow(cid, route, theta, wt * part))
     # rule 4: scale the guarantees of over-committed links by one factor each
     factor: dict[str, float] = {}
     for ln, cap in links.items():
@@ -148,20 +173,22 @@ def distance_to_optimum(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
     for cid, (vm, rows) in cb.items():
         if cid not in ends or vm not in pair:
             continue
-        for k, rest in rows:
+        for k, rest, *fr in rows:
             if k0 <= k < last:
-                per_win[k].append((cid, vm, *ends[cid], rest))
+                per_win[k].append((cid, vm, *ends[cid], rest, fr[0] if fr else 1.0))
     errs: dict[str, list[float]] = defaultdict(list)
     for k in sorted(per_win):
         conns = per_win[k]
         prob, vm_of = window_problem(net, conns, pair, w_s)
-        share: dict[str, float] = {vm: 0.0 for _c, vm, *_ in conns}
+        # scored: the VMs backlogged throughout the window (a connection open during all of it)
+        share: dict[str, float] = {vm: 0.0 for _c, vm, *_r, fr in conns if fr >= 1.0}
         if prob is not None:
             rates = _rates(prob)
             if rates is None:
                 continue  # an ill-posed window (reported as fewer samples)
             for fid, x in rates.items():
-                share[vm_of[fid]] += x
+                if vm_of[fid] in share:
+                    share[vm_of[fid]] += x
         for vm, x in share.items():
             got = raw["vms"][vm]["got"][k] * 8 / w_s
             floor = FLOOR_OF_PORT * net.cap.get(f"up:{host[vm]}", 0.0)

@@ -67,5 +67,6 @@ def params(p: Purchase) -> dict[str, Any]:
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no-alloc": {"alloc": "equal"},
     "no-vm": {"per_vm": False},
-    "no-fabric": {"fabric": False},
+    "no-fabric": {"window": "cap"},
+    "no-window": {"window": "off"},
 }

@@ -11,9 +11,13 @@ Scores of one run (:func:`score_run`), all after the warm-up:
 
 - **guarantee failure** of a VM with G > 0: the share of its demanding windows in which it got less than
   0.95 x G x payload/packet (1460/1500: a guarantee on the wire delivers that much payload); also over
-  the *feasible* windows only, those in which the guarantees of the demanding VMs of its host sum to at
-  most the host's NIC rate (an over-committed host cannot meet them all; a fabric link can still be the
-  cause of a failure in a feasible window);
+  the *feasible* windows only, those in which the guarantees of the VMs of its host sum to at most the
+  host's NIC rate (an over-committed host cannot meet them all; a fabric link can still be the cause of a
+  failure in a feasible window). A VM counts its whole guarantee in a window it demands; in any other
+  window, its guarantee weighted by the share of the window it had a connection open with bytes to send
+  (its *presence*): a VM that joins 0.3 ms into a 5 ms window takes its share for 94 % of it, so the
+  window is as over-committed as the next one (until MEASURE_VERSION 4 such a VM counted for nothing and
+  the join windows of the over-commit file counted as feasible);
 - **utilisation**: bytes sent by the scored channels (``host_nic``: VM host to switch; ``host_in``: switch
   to VM host; ``fabric``: switch to switch) / their capacity over the run, mean over the channels that
   carried traffic;
@@ -43,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from paccp.compare.distance import conn_backlog, distance_to_optimum
+from paccp.compare.distance import conn_backlog, distance_to_optimum, presence
 from paccp.sim.rundir import size_class
 
 if TYPE_CHECKING:
@@ -54,7 +58,7 @@ if TYPE_CHECKING:
 
 #: Version of what :func:`evaluate` returns: part of the cache directory (``DIR/cache-m<N>``), so results
 #: measured by an older version are never reused.
-MEASURE_VERSION = 4
+MEASURE_VERSION = 5
 FAIL_TOLERANCE = 0.95
 UNBOUNDED = 1e15  # backlog of a long-lived connection (bytes)
 
@@ -109,6 +113,7 @@ def evaluate(point: Point) -> dict[str, Any]:
                 )
     got: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
     backlog: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
+    present: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n_win, dtype=np.float64))
     starts = np.arange(n_win, dtype=np.int64) * w
     conn_rows = []
     conn_back: dict[str, Any] = {}
@@ -123,7 +128,9 @@ def evaluate(point: Point) -> dict[str, Any]:
             before = np.concatenate([[0], np.cumsum(c["acked"])[:-1]]) if n_win else np.zeros(0)
             rem = np.maximum(0.0, c["size"] - before)
         backlog[vm] += np.where(whole, rem, 0.0)
-        conn_back[cid] = [vm, conn_backlog(whole, rem)]
+        frac = presence(c["start"], finish, starts, w)
+        present[vm] = np.maximum(present[vm], np.where(rem > 0, frac, 0.0))
+        conn_back[cid] = [vm, conn_backlog(whole, rem, frac)]
         if c["size"] is not None:
             fct = (finish - c["start"]) if finish is not None else None
             conn_rows.append([vm, int(c["size"]), int(c["start"]), fct, cid])
@@ -139,7 +146,10 @@ def evaluate(point: Point) -> dict[str, Any]:
         "mtu": sc.transport.mtu,
         "header": sc.transport.header,
         "hosts": sorted(host_set),
-        "vms": {vm: {"got": got[vm].tolist(), "backlog": backlog[vm].tolist()} for vm in sorted(got)},
+        "vms": {
+            vm: {"got": got[vm].tolist(), "backlog": backlog[vm].tolist(), "present": present[vm].tolist()}
+            for vm in sorted(got)
+        },
         "conns": conn_rows,
         "conn_backlog": conn_back,
         "channels": channels,
@@ -176,7 +186,12 @@ def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
         back = np.asarray(m["backlog"], dtype=np.float64)[k0:last] if m is not None else np.zeros(n)
         demand = back >= g_bps * w / 8e9 if g_bps > 0 else np.zeros(n, dtype=bool)
         arrays[v.id] = (got, back, demand)
-        sold[v.host] = sold[v.host] + np.where(demand, g_bps, 0)
+        pres = m.get("present") if m is not None else None
+        if pres is None:  # measured before MEASURE_VERSION 5
+            sold[v.host] = sold[v.host] + np.where(demand, g_bps, 0)
+        else:
+            share = np.asarray(pres, dtype=np.float64)[k0:last]
+            sold[v.host] = sold[v.host] + np.where(demand, 1.0, share) * g_bps
     out: dict[str, dict[str, Any]] = {}
     for v in setup.vms:
         got, back, demand = arrays[v.id]

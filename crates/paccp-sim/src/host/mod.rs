@@ -60,6 +60,18 @@ pub trait Selector: std::fmt::Debug {
     fn subqueue(&self, _pkt: &Pkt) -> u32 {
         0
     }
+    /// An ACK of a flow this host sends reached the host (before its guest sees it): the receive
+    /// window (segments) the host imposes on the flow from now on, as a virtual switch rewriting the
+    /// ACK's window would (AC/DC TCP, vCC); `None` (the default): leave it. `base_ps`: the flow's
+    /// unloaded RTT (propagation and serialisation of its path, both ways). Called only when
+    /// [`Selector::wants_acks`] says so.
+    fn on_ack_in(&mut self, _pkt: &Pkt, _base_ps: u64, _now_ps: u64) -> Option<u64> {
+        None
+    }
+    /// Whether the host wants the ACKs of its flows ([`Selector::on_ack_in`]).
+    fn wants_acks(&self) -> bool {
+        false
+    }
 }
 
 /// Packet round-robin over the non-empty VM queues (fair in packets).
@@ -112,6 +124,18 @@ impl Selector for AnySelector {
         match self {
             AnySelector::RoundRobin(s) => s.subqueue(pkt),
             AnySelector::Custom(s) => s.subqueue(pkt),
+        }
+    }
+    fn on_ack_in(&mut self, pkt: &Pkt, base: u64, now: u64) -> Option<u64> {
+        match self {
+            AnySelector::RoundRobin(_) => None,
+            AnySelector::Custom(s) => s.on_ack_in(pkt, base, now),
+        }
+    }
+    fn wants_acks(&self) -> bool {
+        match self {
+            AnySelector::RoundRobin(_) => false,
+            AnySelector::Custom(s) => s.wants_acks(),
         }
     }
 }
@@ -217,6 +241,16 @@ impl PerVm {
 
     pub(crate) fn bytes(&self) -> u64 {
         self.queues.iter().map(|q| q.fifo.bytes()).sum()
+    }
+
+    /// [`Selector::on_ack_in`] of its selector.
+    pub(crate) fn ack_in(&mut self, pkt: &Pkt, base: u64, now: u64) -> Option<u64> {
+        self.selector.on_ack_in(pkt, base, now)
+    }
+
+    /// [`Selector::wants_acks`] of its selector.
+    pub(crate) fn wants_acks(&self) -> bool {
+        self.selector.wants_acks()
     }
 
     pub(crate) fn len(&self) -> usize {

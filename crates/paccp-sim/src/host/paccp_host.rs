@@ -15,16 +15,32 @@
 //! 2. **The VM as one entity** (`per_vm = true`): all data of a VM shares one queue and one weight, so
 //!    k connections get what one gets. `per_vm = false` (ablation) gives each flow its own queue with
 //!    the VM's weight.
-//! 3. **Remote bottlenecks** (`fabric`, optional): one rate limiter per VM (GCRA token bucket) whose
-//!    rate R follows PACCP's law (SPEC section 3, congestion avoidance in rate form, one "RTT" being
-//!    `interval_ns`) from a congestion signal the host sees without the guest's help: a
-//!    retransmission of a segment that already left the host (the loss was beyond the host; segments
-//!    lost in the VM's own host queue show up as a gap in the sequence numbers leaving the host and do
-//!    not count). Per interval, with W = R interval / MSS: loss: W/2 + (omega - 1); else if W < Wmin
-//!    (theta): (rcos+1) W/2 + (rcos-1+omega); else if the limiter held packets back: W + omega. R
-//!    never drops below the VM's (scaled) guarantee nor rises above the port; a VM idle for
-//!    `idle_ns` restarts unlimited. One state per VM, so the guest's flow count and congestion control
-//!    do not change its aggregate. ACKs are never limited and go first.
+//! 3. **The guest's window, set by the host** (`window`, optional; AC/DC TCP and vCC's mechanism:
+//!    the virtual switch rewrites the receive window of the ACKs it hands to the guest). The host
+//!    sees every ACK of its connections before the guest does ([`Selector::on_ack_in`]) and imposes
+//!    a receive window on each connection, whatever the guest's congestion control:
+//!    - **host-queue cap**: a VM's connections together never have more in flight than its port
+//!      share x over the RTT beyond the host plus `queue_ns`, nor than 90 % of its host queue
+//!      (`queue_pkts`) (cap / n each, n its active connections): a guest neither loses a segment in
+//!      its own host queue (drop-tail losses there made Reno's recovery move acked bytes from one
+//!      window to the next) nor waits there longer than `queue_ns` (kept below the minimum RTO, so a
+//!      share that falls when a VM joins does not fire the guest's timers). The port's share is
+//!      unaffected: the queue stays non-empty, and when the others leave room the queue drains and
+//!      the same window carries (base RTT + queue_ns) / base RTT times x (work conserving);
+//!    - **fabric law** (`law = true`): per connection, PACCP's law with the VM's pair split over its
+//!      active connections (VBP: theta / n, omega / n), driven by a signal that does not wait for a
+//!      loss: the queueing delay beyond the host, the ACK's RTT measured from the segment's departure
+//!      from the host (the host queue's own wait excluded) minus the smallest seen, "marked" above
+//!      `mark_ns` (as ECN at a switch queue with a threshold, which the engine's switches do not
+//!      have). Once per round (the connection's RTT beyond the host): marked ACKs: W (1 - alpha / 2),
+//!      alpha the moving share of marked ACKs (DCTCP's estimator, gain 1/16); else if W < Wmin
+//!      (theta / n over the base RTT): (rcos + 1) W / 2 + (rcos - 1 + omega / n); else, if the
+//!      connection used its window: W + omega / n. The window imposed is W, never below Wmin nor
+//!      above the cap. All connections of a VM through one bottleneck see the same delay and back
+//!      off together, so k connections get what one gets; shares at a fabric bottleneck follow omega
+//!      (additive increase in proportion to omega, the same proportional decrease), above theta.
+//!
+//! ACKs are never held and go first.
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
@@ -36,8 +52,12 @@ use std::rc::Rc;
 const PS_PER_S: f64 = 1e12;
 /// The sub-queue of ACKs.
 const ACK_SUB: u32 = u32::MAX;
-/// Gaps (locally dropped segment ranges) remembered per flow.
-const MAX_GAPS: usize = 64;
+/// Departures remembered per connection (to match the ACKs' echoed send times).
+const MAX_SENT: usize = 1024;
+/// DCTCP's gain of the marked-share estimate.
+const ALPHA_GAIN: f64 = 1.0 / 16.0;
+/// Share of the VM's host queue its connections may have in flight together.
+const QUEUE_SHARE: f64 = 0.9;
 
 /// A VM's purchase at its host.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -109,12 +129,19 @@ struct VmCfg {
 
 #[derive(Deserialize, Clone, Copy, Debug)]
 #[serde(deny_unknown_fields)]
-struct FabricCfg {
-    interval_ns: u64,
-    idle_ns: u64,
+struct WindowCfg {
+    /// Run the fabric law (false: the host-queue cap alone, ablation).
+    law: bool,
+    /// A VM's host queue (packets).
+    queue_pkts: u64,
+    /// Queueing delay beyond the host above which an ACK counts as marked.
+    mark_ns: u64,
+    /// The wait in its host queue a VM may have at its port share.
+    queue_ns: u64,
     rcos: f64,
     mss_bytes: u64,
-    burst_bytes: u64,
+    /// A connection that sent nothing for this long leaves its VM's split.
+    idle_ns: u64,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
@@ -136,7 +163,7 @@ struct Cfg {
     hold_ns: u64,
     resolve_ns: u64,
     #[serde(default)]
-    fabric: Option<FabricCfg>,
+    window: Option<WindowCfg>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -145,18 +172,7 @@ struct Params {
     per_vm: bool,
     hold_ps: u64,
     resolve_ps: u64,
-    fabric: Option<FabricCfg>,
-}
-
-/// The per-VM congestion state of part 3.
-#[derive(Debug, Clone, Copy)]
-struct Limiter {
-    rate_bps: f64,
-    /// GCRA theoretical arrival time (ps).
-    tat: u64,
-    lost: bool,
-    limited: bool,
-    sent: bool,
+    window: Option<WindowCfg>,
 }
 
 #[derive(Debug, Clone)]
@@ -165,14 +181,30 @@ struct VmState {
     /// SFQ weight (bit/s): its share in the last solve.
     share_bps: f64,
     last_active: u64,
-    limiter: Option<Limiter>,
 }
 
-/// What left the host of one flow: the next new segment and the ranges skipped (dropped locally).
-#[derive(Debug, Clone, Default)]
-struct FlowSeen {
-    next: u64,
-    gaps: Vec<(u64, u64)>,
+/// Part 3's state of one connection.
+#[derive(Debug, Clone)]
+struct ConnState {
+    vm: u32,
+    /// (send time, departure from the host) of its recent segments, oldest first.
+    sent: std::collections::VecDeque<(u64, u64)>,
+    /// One past the highest segment that left the host.
+    hi: u64,
+    last_sent: u64,
+    /// Smallest RTT beyond the host seen (ps).
+    base_ps: u64,
+    srtt_ps: f64,
+    /// The law's window (segments).
+    w: f64,
+    alpha: f64,
+    round_end: u64,
+    acks: u32,
+    marked: u32,
+    /// The connection had its window in flight in this round.
+    full: bool,
+    /// Accumulated fractions of the windows imposed.
+    dither: f64,
 }
 
 /// The selector of one host.
@@ -188,8 +220,8 @@ pub struct PaccpHost {
     /// The active VMs of the last solve.
     solved: Vec<u32>,
     next_solve: u64,
-    next_tick: u64,
-    flows: BTreeMap<u32, FlowSeen>,
+    conns: BTreeMap<u32, ConnState>,
+    next_prune: u64,
     serving: Option<u32>,
 }
 
@@ -199,19 +231,10 @@ impl PaccpHost {
             theta_bps: 0.0,
             omega: 1.0,
         });
-        let port = self.port_bps;
-        let fabric = self.p.fabric.is_some();
         self.vms.entry(vm).or_insert_with(|| VmState {
             pair,
             share_bps: 0.0,
             last_active: now,
-            limiter: fabric.then_some(Limiter {
-                rate_bps: port,
-                tat: 0,
-                lost: false,
-                limited: false,
-                sent: false,
-            }),
         })
     }
 
@@ -246,97 +269,110 @@ impl PaccpHost {
         self.next_solve = now.saturating_add(self.p.resolve_ps);
     }
 
-    /// Part 3: one interval of PACCP's law for every VM's limiter.
-    fn tick(&mut self, now: u64) {
-        let Some(f) = self.p.fabric else {
-            return;
-        };
-        if now < self.next_tick {
-            return;
+    /// Part 3: the window imposed on connection `flow` after an ACK of `pkt.seq` whose echoed send
+    /// time is `pkt.ts` (module docstring).
+    fn window(&mut self, f: WindowCfg, pkt: &Pkt, base_ps: u64, now: u64) -> Option<u64> {
+        let idle = f.idle_ns.saturating_mul(1000);
+        if now >= self.next_prune {
+            self.conns
+                .retain(|_, c| c.last_sent.saturating_add(idle) > now);
+            self.next_prune = now.saturating_add(idle);
         }
-        let t_s = f.interval_ns as f64 / 1e9;
-        let seg = (f.mss_bytes * 8) as f64 / t_s; // one segment per interval, in bit/s
-        let port = self.port_bps;
-        let idle_ps = f.idle_ns.saturating_mul(1000);
-        let sum_theta: f64 = self.vms.values().map(|s| s.pair.theta_bps).sum();
-        let scale = if sum_theta > port {
-            port / sum_theta
+        let vm = self.conns.get(&pkt.flow)?.vm;
+        let n = self
+            .conns
+            .values()
+            .filter(|c| c.vm == vm && c.last_sent.saturating_add(idle) > now)
+            .count()
+            .max(1) as f64;
+        let (theta, omega, share) = match self.vms.get(&vm) {
+            // the guarantee as the port allocation scaled it (rule 4)
+            Some(s) if self.solved.contains(&vm) => {
+                (s.pair.theta_bps.min(s.share_bps), s.pair.omega, s.share_bps)
+            }
+            Some(s) => (s.pair.theta_bps, s.pair.omega, self.port_bps),
+            None => self
+                .purchases
+                .get(&vm)
+                .map_or((0.0, 1.0, self.port_bps), |p| {
+                    (p.theta_bps, p.omega, self.port_bps)
+                }),
+        };
+        let seg_bits = (f.mss_bytes * 8) as f64;
+        let c = self.conns.get_mut(&pkt.flow)?;
+        let mut sample = None;
+        while let Some(&(ts, dep)) = c.sent.front() {
+            if ts > pkt.ts {
+                break;
+            }
+            c.sent.pop_front();
+            if ts == pkt.ts {
+                sample = Some(now.saturating_sub(dep));
+                break;
+            }
+        }
+        if let Some(rtt) = sample {
+            // the unloaded RTT the host knows of the path, or a smaller one seen
+            c.base_ps = c.base_ps.min(rtt).min(base_ps);
+        }
+        let base_s = if c.base_ps == u64::MAX {
+            0.0
         } else {
-            1.0
+            c.base_ps as f64 / PS_PER_S
         };
-        for s in self.vms.values_mut() {
-            let floor = (s.pair.theta_bps * scale).max(seg);
-            let w_min = s.pair.theta_bps * scale / seg;
-            let om = s.pair.omega;
-            let idle = s.last_active.saturating_add(idle_ps) <= now;
-            let Some(l) = s.limiter.as_mut() else {
-                continue;
-            };
-            let w = l.rate_bps / seg;
-            let next = if idle {
-                port / seg
-            } else if l.lost {
-                w / 2.0 + (om - 1.0)
-            } else if !l.sent {
-                w
-            } else if w < w_min {
-                (f.rcos + 1.0) * w / 2.0 + (f.rcos - 1.0 + om)
-            } else if l.limited {
-                w + om
+        // the host-queue cap: 90 % of the VM's queue and `queue_ns` at its port share, over n
+        let at_share = share * (base_s + f.queue_ns as f64 / 1e9) / seg_bits;
+        let cap = (f.queue_pkts as f64 * QUEUE_SHARE).min(at_share).max(n) / n;
+        if !f.law {
+            return Some(cap.ceil() as u64);
+        }
+        if let Some(rtt) = sample {
+            c.base_ps = c.base_ps.min(rtt);
+            c.srtt_ps = if c.srtt_ps == 0.0 {
+                rtt as f64
             } else {
-                w
+                0.875 * c.srtt_ps + 0.125 * rtt as f64
             };
-            l.rate_bps = (next * seg).clamp(floor, port.max(floor));
-            l.lost = false;
-            l.limited = false;
-            l.sent = false;
-        }
-        let iv = f.interval_ns.saturating_mul(1000).max(1);
-        self.next_tick = (now / iv + 1) * iv;
-    }
-
-    /// When the head of VM `vm`'s data queue may leave (its limiter's tokens).
-    fn release(&self, vm: u32) -> u64 {
-        match (self.p.fabric, self.vms.get(&vm).and_then(|s| s.limiter)) {
-            (Some(f), Some(l)) => {
-                let tau = (f.burst_bytes * 8) as f64 * PS_PER_S / l.rate_bps.max(1.0);
-                l.tat.saturating_sub(tau as u64)
+            c.acks += 1;
+            if rtt - c.base_ps > f.mark_ns.saturating_mul(1000) {
+                c.marked += 1;
             }
-            _ => 0,
         }
-    }
-
-    /// Whether `pkt` (data) re-sends a segment that already left the host (a loss beyond it).
-    fn remote_loss(&mut self, pkt: &Pkt) -> bool {
-        let f = self.flows.entry(pkt.flow).or_default();
-        if pkt.seq >= f.next {
-            if pkt.seq > f.next && f.next > 0 {
-                f.gaps.push((f.next, pkt.seq));
-                if f.gaps.len() > MAX_GAPS {
-                    f.gaps.remove(0);
-                }
+        if c.hi.saturating_sub(pkt.seq) as f64 + 1.0 >= c.w.min(cap) {
+            c.full = true;
+        }
+        // the guarantee's window at the current RTT beyond the host (a rate floor)
+        let w_min = theta / n * (c.srtt_ps / PS_PER_S).max(base_s) / seg_bits;
+        if c.acks > 0 && now >= c.round_end {
+            let om = omega / n;
+            let frac = f64::from(c.marked) / f64::from(c.acks);
+            c.alpha = (1.0 - ALPHA_GAIN) * c.alpha + ALPHA_GAIN * frac;
+            c.w = if c.marked > 0 {
+                c.w * (1.0 - c.alpha / 2.0)
+            } else if c.w < w_min {
+                (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + om)
+            } else if c.full {
+                c.w + om
+            } else {
+                c.w
             }
-            f.next = pkt.seq + 1;
-            return false;
+            .clamp(1.0, cap.max(1.0));
+            c.acks = 0;
+            c.marked = 0;
+            c.full = false;
+            c.round_end = now.saturating_add(c.srtt_ps as u64);
         }
-        match f
-            .gaps
-            .iter()
-            .position(|&(a, b)| a <= pkt.seq && pkt.seq < b)
-        {
-            Some(i) => {
-                // a locally dropped segment: split its gap
-                let (a, b) = f.gaps.remove(i);
-                if a < pkt.seq {
-                    f.gaps.push((a, pkt.seq));
-                }
-                if pkt.seq + 1 < b {
-                    f.gaps.push((pkt.seq + 1, b));
-                }
-                false
-            }
-            None => true,
-        }
+        // a fractional window as the average of the whole ones imposed ACK after ACK (rounding each
+        // of k connections up would add up to k segments to the VM's window)
+        let x = c.w.max(w_min).min(cap).max(1.0);
+        c.dither += x.fract();
+        let whole = if c.dither >= 1.0 {
+            c.dither -= 1.0;
+            x.ceil()
+        } else {
+            x.floor()
+        };
+        Some(whole.max(1.0) as u64)
     }
 }
 
@@ -349,7 +385,6 @@ impl Selector for PaccpHost {
             self.serving = Some(queues[i].vm);
             return Some(i);
         }
-        self.tick(now_ps);
         self.solve(queues, now_ps);
         if self.tags.len() < queues.len() {
             self.tags.resize(queues.len(), (0.0, true));
@@ -362,12 +397,6 @@ impl Selector for PaccpHost {
             }
             if self.tags[i].1 {
                 self.tags[i] = (self.tags[i].0.max(self.vtime), false);
-            }
-            if self.release(q.vm) > now_ps {
-                if let Some(l) = self.vms.get_mut(&q.vm).and_then(|s| s.limiter.as_mut()) {
-                    l.limited = true;
-                }
-                continue;
             }
             if best.is_none_or(|(t, _)| self.tags[i].0 < t) {
                 best = Some((self.tags[i].0, i));
@@ -383,30 +412,47 @@ impl Selector for PaccpHost {
         Some(i)
     }
 
-    fn next_eligible(&self, queues: &[VmQueue], _now_ps: u64) -> Option<u64> {
-        queues
-            .iter()
-            .filter(|q| !q.fifo.is_empty())
-            .map(|q| self.release(q.vm))
-            .min()
-    }
-
     fn on_dequeue(&mut self, _idx: usize, pkt: &Pkt, now_ps: u64) {
         let Some(vm) = self.serving.take() else {
             return;
         };
-        if pkt.is_ack || self.p.fabric.is_none() {
+        if pkt.is_ack {
             return;
         }
-        let lost = self.remote_loss(pkt);
-        let s = self.vm(vm, now_ps);
-        s.last_active = now_ps;
-        if let Some(l) = s.limiter.as_mut() {
-            l.lost |= lost;
-            l.sent = true;
-            let dt = pkt.size as f64 * 8.0 * PS_PER_S / l.rate_bps.max(1.0);
-            l.tat = l.tat.max(now_ps) + dt as u64;
+        let Some(f) = self.p.window else {
+            return;
+        };
+        let cap = (f.queue_pkts as f64 * QUEUE_SHARE).max(2.0);
+        let c = self.conns.entry(pkt.flow).or_insert_with(|| ConnState {
+            vm,
+            sent: std::collections::VecDeque::new(),
+            hi: 0,
+            last_sent: now_ps,
+            base_ps: u64::MAX,
+            srtt_ps: 0.0,
+            w: cap,
+            alpha: 0.0,
+            round_end: 0,
+            acks: 0,
+            marked: 0,
+            full: false,
+            dither: 0.0,
+        });
+        if c.sent.len() >= MAX_SENT {
+            c.sent.pop_front();
         }
+        c.sent.push_back((pkt.ts, now_ps));
+        c.hi = c.hi.max(pkt.seq + 1);
+        c.last_sent = now_ps;
+    }
+
+    fn on_ack_in(&mut self, pkt: &Pkt, base_ps: u64, now_ps: u64) -> Option<u64> {
+        let f = self.p.window?;
+        self.window(f, pkt, base_ps, now_ps)
+    }
+
+    fn wants_acks(&self) -> bool {
+        self.p.window.is_some()
     }
 
     fn subqueue(&self, pkt: &Pkt) -> u32 {
@@ -421,7 +467,8 @@ impl Selector for PaccpHost {
 }
 
 /// Parses `{"kind": "paccp_host", "vms": {id: {theta_bps, omega, port_bps}}, "alloc", "per_vm",
-/// "hold_ns", "resolve_ns", "fabric": null | {interval_ns, idle_ns, rcos, mss_bytes, burst_bytes}}`.
+/// "hold_ns", "resolve_ns", "window": null | {law, queue_pkts, mark_ns, queue_ns, rcos, mss_bytes,
+/// idle_ns}}`.
 pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
     let field = "queues.host.selector";
     let cfg: Cfg = serde_json::from_value(v.clone())
@@ -432,16 +479,16 @@ pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
             "resolve_ns and hold_ns must be > 0",
         ));
     }
-    if let Some(f) = cfg.fabric {
-        if f.interval_ns == 0
+    if let Some(f) = cfg.window {
+        if f.queue_pkts == 0
             || f.mss_bytes == 0
+            || f.idle_ns == 0
             || f.rcos.is_nan()
             || f.rcos <= 1.0
-            || f.burst_bytes == 0
         {
             return Err(EngineError::invalid(
-                format!("{field}.fabric"),
-                "needs interval_ns > 0, mss_bytes > 0, burst_bytes > 0 and rcos > 1",
+                format!("{field}.window"),
+                "needs queue_pkts > 0, mss_bytes > 0, idle_ns > 0 and rcos > 1",
             ));
         }
     }
@@ -474,7 +521,7 @@ pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
         per_vm: cfg.per_vm,
         hold_ps: cfg.hold_ns.saturating_mul(1000),
         resolve_ps: cfg.resolve_ns.saturating_mul(1000),
-        fabric: cfg.fabric,
+        window: cfg.window,
     };
     let purchases = Rc::new(purchases);
     Ok(Box::new(move |host| match ports.get(&host) {
@@ -488,8 +535,8 @@ pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
             vtime: 0.0,
             solved: Vec::new(),
             next_solve: 0,
-            next_tick: 0,
-            flows: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            next_prune: 0,
             serving: None,
         })),
     }))

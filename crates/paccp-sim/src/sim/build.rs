@@ -292,7 +292,7 @@ impl Simulation {
             &vm_ids,
         )?;
         let sizes = (sc.packet.mtu_bytes, sc.packet.ack_bytes);
-        let channels = net
+        let channels: Vec<Channel> = net
             .channels
             .iter()
             .map(|c| {
@@ -307,6 +307,9 @@ impl Simulation {
                 ch
             })
             .collect();
+        let host_acks = channels.iter().any(|c| {
+            matches!(c.sched.as_deref(), Some(crate::net::qdisc::Sched::PerVm(v)) if v.wants_acks())
+        });
         let mut sim = Simulation {
             duration: Ps::from_ns(sc.duration_ns).0,
             p,
@@ -337,6 +340,7 @@ impl Simulation {
             flow_cc: Vec::new(),
             conns: Default::default(),
             peer_buf: Vec::new(),
+            host_acks,
         };
         let mut index: HashMap<&str, u32> = HashMap::new();
         for (i, fc) in sc.flows.iter().enumerate() {

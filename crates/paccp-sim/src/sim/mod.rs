@@ -70,6 +70,8 @@ pub struct Simulation {
     conns: conn::Conns,
     /// At an ACK of a subflow: the windows of its connection's other subflows (coupled controllers).
     peer_buf: Vec<PeerWindow>,
+    /// Some host's egress stage wants the ACKs of its flows ([`crate::host::Selector::on_ack_in`]).
+    host_acks: bool,
 }
 
 /// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
@@ -364,6 +366,32 @@ impl Simulation {
             return;
         }
         self.stats.in_flight -= 1;
+        if pkt.is_ack && self.host_acks {
+            // The sender's host sees the ACK first (a virtual switch may rewrite its window).
+            let info = &self.flows[pkt.flow as usize].info;
+            let (data, ack) = (info.route_data as usize, info.route_ack as usize);
+            let first = self.routes[data];
+            // the unloaded RTT of the flow's path (propagation and one segment's / ACK's
+            // serialisation per hop), which a host knows of its own fabric
+            let hops = |from: usize, ack: bool| {
+                self.routes[from..]
+                    .iter()
+                    .take_while(|c| **c != ROUTE_END)
+                    .map(|c| {
+                        let ch = &self.channels[*c as usize];
+                        ch.delay + if ack { ch.tx_ack.1 } else { ch.tx_mtu.1 }
+                    })
+                    .sum::<u64>()
+            };
+            let base = hops(data, false) + hops(ack, true);
+            if let Some(crate::net::qdisc::Sched::PerVm(v)) =
+                self.channels[first as usize].sched.as_deref_mut()
+            {
+                if let Some(w) = v.ack_in(&pkt, base, self.q.now) {
+                    self.flows[pkt.flow as usize].snd.host_wnd = w;
+                }
+            }
+        }
         if pkt.is_ack && self.flows[pkt.flow as usize].sub.is_some() {
             conn::collect_peers(&self.conns, &self.flows, pkt.flow, &mut self.peer_buf);
         } else {

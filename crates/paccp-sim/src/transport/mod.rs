@@ -206,6 +206,9 @@ pub(crate) struct Sender {
     pub(crate) nic_done: VecDeque<u64>,
     /// Host fair queuing: an [`Ev::FqRoom`] event is scheduled.
     pub(crate) fq_wake: bool,
+    /// The receive window its host imposes on it (segments; `u64::MAX`: none), as a virtual switch
+    /// that rewrites the window of the ACKs it passes to the guest ([`crate::host::Selector::on_ack_in`]).
+    pub(crate) host_wnd: u64,
     pub(crate) rtt: Rtt,
     pub(crate) retransmits: u64,
     pub(crate) timeouts: u64,
@@ -286,6 +289,7 @@ impl Flow {
                 blocked: false,
                 nic_done: VecDeque::new(),
                 fq_wake: false,
+                host_wnd: u64::MAX,
                 rtt: Rtt {
                     srtt_ns: 0.0,
                     rttvar_ns: 0.0,

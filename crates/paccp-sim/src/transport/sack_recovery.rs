@@ -105,7 +105,7 @@ impl Flow {
                 again
             } else if h < lost_below || (s.snd_nxt >= s.nsegs && h < high) {
                 Some(h)
-            } else if s.snd_nxt < s.nsegs {
+            } else if s.snd_nxt < s.nsegs && s.snd_nxt - s.snd_una < s.host_wnd {
                 None
             } else {
                 break;

@@ -143,7 +143,8 @@ impl Flow {
             };
             let wnd = (s.win.cwnd.floor().max(1.0) as u64)
                 .saturating_add(if s.in_recovery { s.inflate } else { 0 })
-                .saturating_add(left);
+                .saturating_add(left)
+                .min(s.host_wnd);
             // NewReno with PRR: a first unacknowledged segment presumed lost outside a recovery (ns-3's
             // NextSeg rule 1, see [`RenoSacks`]) goes first; it is not in flight.
             if cx.p.prr && !cx.p.sack && s.reno.head_lost {
@@ -183,7 +184,10 @@ impl Flow {
                 self.send_segment(idx, u, cx);
                 continue;
             }
-            if s.snd_nxt >= s.nsegs || !self.nic_room(idx, cx) {
+            if s.snd_nxt >= s.nsegs
+                || s.snd_nxt - s.snd_una >= s.host_wnd
+                || !self.nic_room(idx, cx)
+            {
                 break;
             }
             let s = &mut self.snd;

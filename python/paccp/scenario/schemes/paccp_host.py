@@ -10,11 +10,16 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
     per_vm = true         # a VM's flows share one queue and one weight (false: one queue per flow, ablation)
     hold = "1ms"          # a VM stays in the solved set this long after its last waiting packet
     resolve = "1ms"       # re-solve at least this often (and whenever the active set changes)
-    fabric = true         # per-VM rate limiter driven by PACCP's law from losses beyond the host
-    interval = "100us"    # the law's round (its "RTT")
-    idle = "1ms"          # a VM idle this long restarts unlimited
+    window = "law"        # the receive window the host imposes on each connection (AC/DC TCP / vCC style):
+                          # law: PACCP's law per connection (the VM's pair split over its connections)
+                          # from the queueing delay beyond the host, capped so that a VM never has more
+                          # than 90 % of its host queue in flight; cap: the cap alone (ablation);
+                          # off: no window (the guest's own congestion control alone, ablation)
+    mark = "50us"         # queueing delay beyond the host above which an ACK counts as marked
+    queue = "500us"       # the wait a VM may have in its host queue at its port share (below the
+                          # guests' minimum RTO, so a share that falls does not fire their timers)
+    idle = "1ms"          # a connection that sent nothing this long leaves its VM's split
     rcos = 3.0
-    burst = "3000B"       # depth of a VM's token bucket
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
 The guests run whatever ``[cc]`` says (Reno by default): the host enforces the purchase on their traffic.
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from paccp.errors import UserError
-from paccp.scenario.fields import _M, Duration, Size
+from paccp.scenario.fields import _M, Duration
 from paccp.units import parse_duration_ns
 
 if TYPE_CHECKING:
@@ -42,11 +47,11 @@ class PaccpHost(_M):
     per_vm: bool = True
     hold: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
     resolve: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
-    fabric: bool = True
-    interval: Duration = Field(default=parse_duration_ns("100us"), gt=0)
+    window: Literal["law", "cap", "off"] = "law"
+    mark: Duration = Field(default=parse_duration_ns("50us"), gt=0)
+    queue: Duration = Field(default=parse_duration_ns("500us"), gt=0)
     idle: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
     rcos: float = Field(default=3.0, gt=1, le=100)
-    burst: Size = Field(default=3000, gt=0)
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
@@ -72,15 +77,19 @@ class PaccpHost(_M):
             "per_vm": self.per_vm,
             "hold_ns": self.hold,
             "resolve_ns": self.resolve,
-            "fabric": None,
+            "window": None,
         }
-        if self.fabric:
-            selector["fabric"] = {
-                "interval_ns": self.interval,
-                "idle_ns": self.idle,
+        if self.window != "off":
+            buf = dict(sc.topology.nic_buffer)
+            pkts = buf["packets"] if "packets" in buf else max(1, buf["bytes"] // sc.transport.mtu)
+            selector["window"] = {
+                "law": self.window == "law",
+                "queue_pkts": int(pkts),
+                "mark_ns": self.mark,
+                "queue_ns": self.queue,
                 "rcos": self.rcos,
                 "mss_bytes": sc.transport.mtu,
-                "burst_bytes": self.burst,
+                "idle_ns": self.idle,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}

@@ -196,49 +196,6 @@ fn the_port_is_work_conserving() {
 }
 
 #[test]
-fn remote_losses_are_told_from_local_drops() {
-    let maker = parse(
-        &cfg(&[(0, 1.0)], true, "optimum"),
-        &crate::host::softbw::tests::vms(1),
-    );
-    let AnySelector::Custom(_) = maker.expect("valid")(0) else {
-        panic!("host 0 has a listed VM");
-    };
-    let mut h = PaccpHost {
-        p: Params {
-            alloc: Alloc::Optimum,
-            per_vm: true,
-            hold_ps: 1,
-            resolve_ps: 1,
-            fabric: None,
-        },
-        port_bps: 1e9,
-        purchases: Rc::new(BTreeMap::new()),
-        vms: BTreeMap::new(),
-        tags: Vec::new(),
-        vtime: 0.0,
-        solved: Vec::new(),
-        next_solve: 0,
-        next_tick: 0,
-        flows: BTreeMap::new(),
-        serving: None,
-    };
-    let seg = |s: u64| {
-        let mut p = pkt(0, 0, 1500);
-        p.seq = s;
-        p
-    };
-    // 0..4 leave, 5 and 6 are dropped at the host, 7 leaves
-    for s in [0, 1, 2, 3, 4, 7] {
-        assert!(!h.remote_loss(&seg(s)));
-    }
-    assert!(!h.remote_loss(&seg(5)), "dropped here: not a remote loss");
-    assert!(h.remote_loss(&seg(2)), "left the host: lost beyond it");
-    assert!(!h.remote_loss(&seg(6)));
-    assert!(h.remote_loss(&seg(6)), "re-sent twice: the first one left");
-}
-
-#[test]
 fn bad_config_is_an_error() {
     let vms = crate::host::softbw::tests::vms(1);
     let mut c = cfg(&[(0, 1.0)], true, "optimum");
@@ -249,6 +206,101 @@ fn bad_config_is_an_error() {
     c = cfg(&[(0, 1.0)], true, "fair");
     assert!(parse(&c, &vms).is_err());
     c = cfg(&[(0, 1.0)], true, "optimum");
-    c["fabric"] = json!({"interval_ns": 0, "idle_ns": 1, "rcos": 3.0, "mss_bytes": 1500, "burst_bytes": 3000});
+    c["window"] = json!({"law": true, "queue_pkts": 0, "mark_ns": 1, "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1});
     assert!(parse(&c, &vms).is_err());
+}
+
+/// A host with one VM (theta, omega) on a 1 Gb/s port and the window part on.
+fn windowed(theta: u64, omega: f64, law: bool) -> PaccpHost {
+    let mut c = cfg(&[(theta, omega)], true, "optimum");
+    c["window"] = json!({"law": law, "queue_pkts": 100, "mark_ns": 50_000u64, "queue_ns": 500_000u64,
+                         "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64});
+    let vms = crate::host::softbw::tests::vms(1);
+    let AnySelector::Custom(_) = parse(&c, &vms).expect("valid")(0) else {
+        panic!("host 0 has a listed VM");
+    };
+    let cfg: Cfg = serde_json::from_value(c).expect("valid");
+    let mut purchases = BTreeMap::new();
+    purchases.insert(
+        0,
+        Pair {
+            theta_bps: theta as f64,
+            omega,
+        },
+    );
+    PaccpHost {
+        p: Params {
+            alloc: Alloc::Optimum,
+            per_vm: true,
+            hold_ps: 1_000_000_000,
+            resolve_ps: 1_000_000_000,
+            window: cfg.window,
+        },
+        port_bps: 1e9,
+        purchases: Rc::new(purchases),
+        vms: BTreeMap::new(),
+        tags: Vec::new(),
+        vtime: 0.0,
+        solved: Vec::new(),
+        next_solve: 0,
+        conns: BTreeMap::new(),
+        next_prune: 0,
+        serving: None,
+    }
+}
+
+/// Flow `flow` of VM 0 sends segment `seq` at `t` (ps); its ACK comes back `rtt` later. Returns the
+/// window imposed.
+fn round_trip(h: &mut PaccpHost, flow: u32, seq: u64, t: u64, rtt: u64) -> u64 {
+    let mut p = pkt(flow, 0, 1500);
+    p.seq = seq;
+    p.ts = t;
+    h.serving = Some(0);
+    h.on_dequeue(0, &p, t);
+    let mut a = p;
+    a.is_ack = true;
+    a.seq = seq + 1;
+    h.on_ack_in(&a, 40_000_000, t + rtt)
+        .expect("a known connection")
+}
+
+#[test]
+fn the_host_window_caps_the_vms_queue_and_follows_the_law() {
+    // cap: the port share (1 Gb/s, nothing solved yet) over base RTT 40 us + 500 us = 45 segments,
+    // split over the VM's 2 connections: 22.5 on average (22 and 23 in turn)
+    let mut h = windowed(0, 1.0, false);
+    round_trip(&mut h, 0, 0, 0, 40_000_000);
+    let w: Vec<u64> = (1..=4)
+        .map(|i| round_trip(&mut h, 1, i, i * 1_000_000, 40_000_000))
+        .collect();
+    assert!(w.iter().all(|x| *x == 22 || *x == 23), "{w:?}");
+    // the law: marked ACKs (100 us of queueing beyond the host) shrink the window round after
+    // round; unmarked ones let it grow again by omega per round
+    let mut h = windowed(0, 1.0, true);
+    let mut t = 0;
+    let mut seq = 0;
+    let mut last = 0;
+    for _ in 0..200 {
+        last = round_trip(&mut h, 0, seq, t, 140_000_000);
+        seq += 1;
+        t += 150_000_000;
+    }
+    assert!(last <= 10, "marked: {last}");
+    let low = h.conns[&0].w;
+    for _ in 0..50 {
+        // a full window in flight: the ACKed segment is far below the highest sent
+        h.conns.get_mut(&0).expect("known").hi = seq + 1000;
+        round_trip(&mut h, 0, seq, t, 40_000_000);
+        seq += 1;
+        t += 50_000_000;
+    }
+    assert!(h.conns[&0].w > low + 10.0, "{low} -> {}", h.conns[&0].w);
+    // a guarantee is a floor: theta 500 Mb/s over a 140 us RTT is 5.8 segments
+    let mut h = windowed(500_000_000, 1.0, true);
+    let mut t = 0;
+    for s in 0..200 {
+        last = round_trip(&mut h, 0, s, t, 140_000_000);
+        t += 150_000_000;
+    }
+    assert!((5..=7).contains(&last), "floor: {last}");
 }
