@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from svc_procs import ADMIN, AGENT, AgentProc, Controller, wait_for
 
-from paccp.pricing.ledger import Ledger
 from paccp.common.usage import UsageRecord
+from paccp.pricing.ledger import Ledger
 
 #: Seconds the controller is down in the outage test (the issue says 30; 3 keeps `make test` fast).
 OUTAGE_S = float(os.environ.get("PACCP_TEST_OUTAGE_S", "3"))

@@ -11,8 +11,8 @@ as SHA-256 digests and never logged):
   returns): watch the desired state of their host's VMs (long poll) and report usage and rates.
 
 Every rule lives in one place: prices come from :func:`paccp.pricing.quote.quote` on the tenant's book
-snapshot in the ledger, pairs are checked by :func:`paccp.common.cos.purchase_error` (through the quote) and by the
-datapath's own :func:`paccp.datapath.core.check_pair`, usage goes through
+snapshot in the ledger, pairs are checked by :func:`paccp.common.cos.purchase_error` (through the quote)
+and by the datapath's own :func:`paccp.datapath.core.check_pair`, usage goes through
 :meth:`paccp.pricing.ledger.Ledger.ingest` (all-or-nothing, idempotent on record ids), invoices through
 :func:`paccp.pricing.charging.build_invoice`. Bad input is a 4xx with ``{"error": "one line"}``.
 """
@@ -32,12 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from paccp.common.usage import UsageRecord
 from paccp.errors import UserError
 from paccp.pricing.book import PriceBook
 from paccp.pricing.ledger import Ledger, Tenant, check_name
 from paccp.service._store import ServiceError, Store, digest, same_secret
 from paccp.units import parse_rate_bps
-from paccp.common.usage import UsageRecord
 
 log = logging.getLogger("paccp.service")
 
