@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_run import cli, one_line_error
 
 from paccp import limits
 from paccp.cli import main
@@ -35,24 +36,6 @@ id = "a"
 src = "l0"
 dst = "r0"
 """
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The real entry point in this process: (exit code, stdout, stderr)."""
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("paccp: error: "), err
-    return lines[0]
 
 
 def run_text(

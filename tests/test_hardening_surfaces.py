@@ -9,29 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import cli, one_line_error
 
-from paccp.cli import main
 from paccp.errors import UserError
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """The real entry point in this process: (exit code, stdout, stderr)."""
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("paccp: error: "), err
-    assert "Traceback" not in err
-    return lines[0]
-
 
 # ---------------------------------------------------------------------------------------------------
 # datapath scope: one cgroup resolver, every argument checked before any kernel state changes
