@@ -18,6 +18,23 @@ NS3_HANDSHAKE: dict[str, int] = {
 """The engine's ``transport.handshake`` matched to ns-3's (scenarios with ``ns3_handshake_lead_ns`` 0)."""
 
 
+def tcp_flow(fid: str, src: str, dst: str, start_ns: int, size_bytes: int | None = None) -> dict[str, Any]:
+    """One plain TCP flow of the engine JSON (no purchase: theta 0, omega 1, class BE); ``size_bytes``
+    None = long-lived."""
+    return {
+        "id": fid,
+        "src": src,
+        "dst": dst,
+        "size_bytes": size_bytes,
+        "start_ns": start_ns,
+        "theta_bps": 0,
+        "omega": 1.0,
+        "vm": None,
+        "label": "BE",
+        "changes": [],
+    }
+
+
 def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
     """The engine input matched to ns-3's wire sizes (1502-byte packets, 54-byte ACKs; see scenarios)."""
     tr: dict[str, Any] = {
@@ -63,21 +80,7 @@ def engine_json(sc: Scenario, prr: bool | None = None) -> dict[str, Any]:
         },
         "routing": {"kind": "ecmp"},
         "vms": [],
-        "flows": [
-            {
-                "id": f.id,
-                "src": f.src,
-                "dst": f.dst,
-                "size_bytes": f.size_bytes,
-                "start_ns": f.start_ns,
-                "theta_bps": 0,
-                "omega": 1.0,
-                "vm": None,
-                "label": "BE",
-                "changes": [],
-            }
-            for f in sc.flows
-        ],
+        "flows": [tcp_flow(f.id, f.src, f.dst, f.start_ns, f.size_bytes) for f in sc.flows],
         "arrivals": [],
         "sampling": {"interval_ns": 1_000_000, "flows": "long_lived", "cwnd": False},
     }

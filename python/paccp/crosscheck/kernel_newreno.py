@@ -369,6 +369,11 @@ def run_kernel(sc: Scaled, out: Path) -> dict[str, Any]:
 # --- engine side --------------------------------------------------------------------------------------
 
 
+def _link(a: str, b: str, rate_bps: int, delay_ns: int, buffer: dict[str, int]) -> dict[str, Any]:
+    """One full-duplex link of the engine JSON."""
+    return {"a": a, "b": b, "rate_bps": rate_bps, "delay_ns": delay_ns, "buffer": buffer}
+
+
 def engine_twin(
     sc: Scaled,
     prr: bool,
@@ -379,6 +384,7 @@ def engine_twin(
     """The scaled scenario as engine JSON. ``placement`` "kernel": the delays where the testbed has them
     (all on the sender links); "issue": where the issue puts them. ``starts_ns``: each flow's first data
     (default: the issue's gap, scaled)."""
+    from paccp.crosscheck.engine_side import tcp_flow
     from paccp.datapath.testbed import ACK_DELAY_NS
 
     n = len(ISSUE_SENDER_DELAYS_NS)
@@ -390,33 +396,9 @@ def engine_twin(
     links: list[dict[str, Any]] = []
     for i, d in enumerate(ISSUE_SENDER_DELAYS_NS):
         nodes += [{"name": f"s{i}", "kind": "host"}, {"name": f"d{i}", "kind": "host"}]
-        links.append(
-            {
-                "a": f"s{i}",
-                "b": "L",
-                "rate_bps": sc.edge_bps,
-                "delay_ns": d * sc.k + fold,
-                "buffer": {"packets": BUFFER_PKTS},
-            }
-        )
-        links.append(
-            {
-                "a": "R",
-                "b": f"d{i}",
-                "rate_bps": sc.edge_bps,
-                "delay_ns": rd,
-                "buffer": {"packets": BUFFER_PKTS},
-            }
-        )
-    links.append(
-        {
-            "a": "L",
-            "b": "R",
-            "rate_bps": sc.rate_bps,
-            "delay_ns": lr,
-            "buffer": {"bytes": BUFFER_PKTS * FRAME + FRAME},
-        }
-    )
+        links.append(_link(f"s{i}", "L", sc.edge_bps, d * sc.k + fold, {"packets": BUFFER_PKTS}))
+        links.append(_link("R", f"d{i}", sc.edge_bps, rd, {"packets": BUFFER_PKTS}))
+    links.append(_link("L", "R", sc.rate_bps, lr, {"bytes": BUFFER_PKTS * FRAME + FRAME}))
     return {
         "seed": 1,
         "duration_ns": sc.duration_ns + max(starts),
@@ -444,21 +426,7 @@ def engine_twin(
         },
         "routing": {"kind": "ecmp"},
         "vms": [],
-        "flows": [
-            {
-                "id": f"f{i}",
-                "src": f"s{i}",
-                "dst": f"d{i}",
-                "size_bytes": None,
-                "start_ns": starts[i],
-                "theta_bps": 0,
-                "omega": 1.0,
-                "vm": None,
-                "label": "BE",
-                "changes": [],
-            }
-            for i in range(n)
-        ],
+        "flows": [tcp_flow(f"f{i}", f"s{i}", f"d{i}", starts[i]) for i in range(n)],
         "arrivals": [],
         # a tenth of the issue's window: each flow's span [start, start + duration] to within it
         "sampling": {"interval_ns": sc.window_ns // 10, "flows": "all", "cwnd": False},

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from paccp.crosscheck.engine_side import tcp_flow
 from paccp.datapath.netdiag import NSTAT_KEYS, SsSampler, nstat, qdisc_drops
 from paccp.datapath.testbed import ACK_DELAY_NS, Net, build_dumbbell, queue_bytes
 from paccp.errors import EnvironmentUnsupported
@@ -126,21 +127,7 @@ def engine_twin(n_flows: int, rate_bps: int, duration_ns: int, transport: dict[s
         "topology": {"kind": "explicit", "nodes": nodes, "links": links, "nic_buffer": {"packets": 1000}},
         "routing": {"kind": "ecmp"},
         "vms": [],
-        "flows": [
-            {
-                "id": f"f{i}",
-                "src": f"s{i}",
-                "dst": f"d{i}",
-                "size_bytes": None,
-                "start_ns": i * 1_000_000,
-                "theta_bps": 0,
-                "omega": 1.0,
-                "vm": None,
-                "label": "BE",
-                "changes": [],
-            }
-            for i in range(n_flows)
-        ],
+        "flows": [tcp_flow(f"f{i}", f"s{i}", f"d{i}", i * 1_000_000) for i in range(n_flows)],
         "arrivals": [],
         "sampling": {"interval_ns": SAMPLE_NS, "flows": "long_lived", "cwnd": True},
     }
