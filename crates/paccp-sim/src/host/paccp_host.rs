@@ -226,6 +226,23 @@ pub struct PaccpHost {
 }
 
 impl PaccpHost {
+    /// A host port of `port_bps` with nothing queued yet.
+    fn new(p: Params, port_bps: f64, purchases: Rc<BTreeMap<u32, Pair>>) -> PaccpHost {
+        PaccpHost {
+            p,
+            port_bps,
+            purchases,
+            vms: BTreeMap::new(),
+            tags: Vec::new(),
+            vtime: 0.0,
+            solved: Vec::new(),
+            next_solve: 0,
+            conns: BTreeMap::new(),
+            next_prune: 0,
+            serving: None,
+        }
+    }
+
     fn vm(&mut self, vm: u32, now: u64) -> &mut VmState {
         let pair = self.purchases.get(&vm).copied().unwrap_or(Pair {
             theta_bps: 0.0,
@@ -526,19 +543,11 @@ pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
     let purchases = Rc::new(purchases);
     Ok(Box::new(move |host| match ports.get(&host) {
         None => AnySelector::RoundRobin(super::RoundRobin::default()),
-        Some(&port) => AnySelector::Custom(Box::new(PaccpHost {
+        Some(&port) => AnySelector::Custom(Box::new(PaccpHost::new(
             p,
-            port_bps: port as f64,
-            purchases: Rc::clone(&purchases),
-            vms: BTreeMap::new(),
-            tags: Vec::new(),
-            vtime: 0.0,
-            solved: Vec::new(),
-            next_solve: 0,
-            conns: BTreeMap::new(),
-            next_prune: 0,
-            serving: None,
-        })),
+            port as f64,
+            Rc::clone(&purchases),
+        ))),
     }))
 }
 

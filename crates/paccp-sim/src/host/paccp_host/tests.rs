@@ -228,25 +228,17 @@ fn windowed(theta: u64, omega: f64, law: bool) -> PaccpHost {
             omega,
         },
     );
-    PaccpHost {
-        p: Params {
+    PaccpHost::new(
+        Params {
             alloc: Alloc::Optimum,
             per_vm: true,
             hold_ps: 1_000_000_000,
             resolve_ps: 1_000_000_000,
             window: cfg.window,
         },
-        port_bps: 1e9,
-        purchases: Rc::new(purchases),
-        vms: BTreeMap::new(),
-        tags: Vec::new(),
-        vtime: 0.0,
-        solved: Vec::new(),
-        next_solve: 0,
-        conns: BTreeMap::new(),
-        next_prune: 0,
-        serving: None,
-    }
+        1e9,
+        Rc::new(purchases),
+    )
 }
 
 /// Flow `flow` of VM 0 sends segment `seq` at `t` (ps); its ACK comes back `rtt` later. Returns the
