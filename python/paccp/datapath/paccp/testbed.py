@@ -148,10 +148,11 @@ def _run_flows(
                         or any(c.poll() is not None for c in clients.values())  # late loop on a busy machine
                     )
                 ):
-                    b = probe()
-                    for k, v in b.items():
-                        probed[k] = (v - first[1][k]) * 8 / (now - first[0])
+                    _close_window(probe, probed, first, now)
             time.sleep(0.1)
+        if probe is not None and probed is not None and first is not None and not probed:
+            # every client ended between two turns of the loop (a busy machine): close the window now
+            _close_window(probe, probed, first, time.monotonic())
     rates = {}
     for i, (src, _addr, _dst, _cg) in enumerate(pairs):
         if clients[i].returncode != 0:
@@ -160,6 +161,18 @@ def _run_flows(
             raise EnvironmentUnsupported(f"iperf3 client in {src} failed: {err[-200:]}")
         rates[src] = _iperf_rate(outdir / f"iperf-{src}.json")
     return rates
+
+
+def _close_window(
+    probe: Callable[[], dict[str, int]],
+    probed: dict[str, float],
+    first: tuple[float, dict[str, int]],
+    now: float,
+) -> None:
+    """Bottleneck rates (bit/s) over the window from the first probe to ``now``."""
+    b = probe()
+    for k, v in b.items():
+        probed[k] = (v - first[1][k]) * 8 / (now - first[0])
 
 
 def _weighted_optimum(cap: float, flows: list[FlowSpec]) -> list[float]:
