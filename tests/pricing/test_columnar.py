@@ -36,8 +36,9 @@ def _slow(path: Path) -> tuple[dict[str, list[Any]], list[str]] | None:
 
 
 def _base(i: int) -> dict[str, Any]:
-    return {"record_id": f"id{i}", "source": "datapath", "tenant": "acme", "vm": f"vm{i % 3}", "cos": "be",
-            "theta_bps": 0, "omega": "1", "start_ns": T0 + i, "end_ns": T0 + i + H, "bytes": 1000}  # fmt: skip
+    return {"record_id": f"id{i}", "source": "datapath", "tenant": "acme", "vm": f"vm{i % 3}",
+            "cos": "be", "theta_bps": 0, "omega": "1", "start_ns": T0 + i, "end_ns": T0 + i + H,
+            "bytes": 1000}  # fmt: skip
 
 
 #: Changes to one record's JSON object, valid and not (the fast path must refuse or agree on each).
