@@ -21,25 +21,19 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     Connection,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    inspect,
     select,
     update,
 )
 
-from paccp.pricing import schema as ledger_schema
 from paccp.pricing.ledger import Ledger
-from paccp.pricing.schema import ExactDecimal, IdKey
+from paccp.pricing.schema import svc_host as host
+from paccp.pricing.schema import svc_meta as meta
+from paccp.pricing.schema import svc_pricebook as pricebook
+from paccp.pricing.schema import svc_purchase as purchase
+from paccp.pricing.schema import svc_rate as rate
+from paccp.pricing.schema import svc_token as token
+from paccp.pricing.schema import svc_vm as vm
 
 
 class ServiceError(Exception):
@@ -50,80 +44,6 @@ class ServiceError(Exception):
         self.status = status
         self.message = message
 
-
-metadata = MetaData()
-
-token = Table(
-    "svc_token",
-    metadata,
-    Column("sha256", String(64), primary_key=True, comment="SHA-256 of the token; the token is never stored"),
-    Column("tenant", String(128), ForeignKey(ledger_schema.tenant.c.name), nullable=False),
-    Column("created_at", String(40), nullable=False),
-)
-
-pricebook = Table(
-    "svc_pricebook",
-    metadata,
-    Column("name", String(128), primary_key=True),
-    Column("book_toml", Text, nullable=False),
-    Column("created_at", String(40), nullable=False),
-)
-
-host = Table(
-    "svc_host",
-    metadata,
-    Column("name", String(128), primary_key=True),
-    Column("instance_id", String(64), nullable=False, comment="the agent that holds the host"),
-    Column("session_sha256", String(64), nullable=False),
-    Column("registered_at", String(40), nullable=False),
-    Column("last_seen_ns", BigInteger, nullable=False),
-)
-
-vm = Table(
-    "svc_vm",
-    metadata,
-    Column("name", String(128), primary_key=True),
-    Column("tenant", String(128), ForeignKey(ledger_schema.tenant.c.name), nullable=False),
-    Column("host", String(128), nullable=False),
-    Column("cgroup", String(256), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    UniqueConstraint("host", "cgroup", name="svc_vm_host_cgroup"),
-)
-
-purchase = Table(
-    "svc_purchase",
-    metadata,
-    Column("id", IdKey, primary_key=True, autoincrement=True),
-    Column("tenant", String(128), ForeignKey(ledger_schema.tenant.c.name), nullable=False),
-    Column("vm", String(128), ForeignKey("svc_vm.name"), nullable=False),
-    Column("port", Integer, nullable=True, comment="FBP: the port rule; NULL: the VM's pair (VBP)"),
-    Column("model", String(16), nullable=False),
-    Column("cos", String(8), nullable=False),
-    Column("theta_bps", BigInteger, nullable=False),
-    Column("omega", ExactDecimal, nullable=False),
-    Column("per_hour", ExactDecimal, nullable=False, comment="the quote's exact price per hour"),
-    Column("currency", String(3), nullable=False),
-    Column("state", String(16), nullable=False, comment="active, replaced or cancelled"),
-    Column("replaces", BigInteger, nullable=True),
-    Column("created_at", String(40), nullable=False),
-    Column("ended_at", String(40), nullable=True),
-    Index("svc_purchase_vm", "vm", "state"),
-)
-
-rate = Table(
-    "svc_rate",
-    metadata,
-    Column("vm", String(128), primary_key=True),
-    Column("rate_bps", BigInteger, nullable=False),
-    Column("at_ns", BigInteger, nullable=False),
-)
-
-meta = Table(
-    "svc_meta",
-    metadata,
-    Column("key", String(64), primary_key=True),
-    Column("value", BigInteger, nullable=False),
-)
 
 #: An agent that has not been seen for this long no longer holds its host (another may claim it).
 HOST_LEASE_NS = 30 * 10**9
@@ -193,15 +113,8 @@ class Store:
     """The controller's tables over one :class:`Ledger` (its engine, its writer lock)."""
 
     def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+        self.ledger = ledger  # opening the ledger migrated it: the svc_* tables exist (migration 0003)
         self.engine = ledger.engine
-        with self.engine.connect() as conn:
-            have = set(inspect(conn).get_table_names())
-        if not {t.name for t in metadata.sorted_tables} <= have:
-            with self.write() as conn:
-                metadata.create_all(conn)
-                if conn.execute(select(meta.c.key).where(meta.c.key == "generation")).first() is None:
-                    conn.execute(meta.insert(), {"key": "generation", "value": 0})
 
     def write(self) -> Any:
         """A writer transaction holding the ledger's write lock (all-or-nothing)."""
