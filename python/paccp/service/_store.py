@@ -81,6 +81,9 @@ class PurchaseRow:
     vm: str
     port: int | None
     model: str
+    scheme: str
+    guarantee: str | None
+    rate_bps: int | None
     cos: str
     theta_bps: int
     omega: Decimal
@@ -97,6 +100,9 @@ class PurchaseRow:
             "vm": self.vm,
             "port": self.port,
             "model": self.model,
+            "scheme": self.scheme,
+            "guarantee": self.guarantee,
+            "rate_bps": self.rate_bps,
             "cos": self.cos,
             "theta_bps": self.theta_bps,
             "omega": format(self.omega, "f"),
@@ -265,7 +271,8 @@ class Store:
 
     # --- purchases -----------------------------------------------------------------------------
     _PCOLS = (
-        purchase.c.id, purchase.c.tenant, purchase.c.vm, purchase.c.port, purchase.c.model, purchase.c.cos,
+        purchase.c.id, purchase.c.tenant, purchase.c.vm, purchase.c.port, purchase.c.model,
+        purchase.c.scheme, purchase.c.guarantee, purchase.c.rate_bps, purchase.c.cos,
         purchase.c.theta_bps, purchase.c.omega, purchase.c.per_hour, purchase.c.currency, purchase.c.state,
         purchase.c.replaces, purchase.c.created_at, purchase.c.ended_at,
     )  # fmt: skip
@@ -343,8 +350,12 @@ class Store:
 
 
 def _prow(r: Any) -> PurchaseRow:
+    def opt_int(v: Any) -> int | None:
+        return None if v is None else int(v)
+
     return PurchaseRow(
-        int(r[0]), str(r[1]), str(r[2]), None if r[3] is None else int(r[3]), str(r[4]), str(r[5]),
-        int(r[6]), Decimal(r[7]), Decimal(r[8]), str(r[9]), str(r[10]),
-        None if r[11] is None else int(r[11]), str(r[12]), None if r[13] is None else str(r[13]),
+        int(r[0]), str(r[1]), str(r[2]), opt_int(r[3]), str(r[4]), str(r[5]),
+        None if r[6] is None else str(r[6]), opt_int(r[7]), str(r[8]), int(r[9]), Decimal(r[10]),
+        Decimal(r[11]), str(r[12]), str(r[13]), opt_int(r[14]), str(r[15]),
+        None if r[16] is None else str(r[16]),
     )  # fmt: skip
