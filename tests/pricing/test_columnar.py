@@ -72,7 +72,7 @@ def test_fast_path_agrees_with_record_path(
     lines = [json.dumps(dict(reversed(o.items())) if shuffle else o) for o in objs]
     path = tmp_path / "u.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    fast = read_plain_jsonl(path.read_bytes(), MODELS)
+    fast = read_plain_jsonl(path.read_bytes(), lambda _names: MODELS)
     if fast is None:
         return
     slow = _slow(path)
@@ -89,7 +89,7 @@ def test_plain_file_takes_the_fast_path_and_stores_the_same_rows(tmp_path: Path)
     ]
     path = tmp_path / "u.jsonl"
     path.write_text("".join(r.to_json_line() + "\n" for r in recs), encoding="utf-8")
-    cols = read_plain_jsonl(path.read_bytes(), MODELS)
+    cols = read_plain_jsonl(path.read_bytes(), lambda _names: MODELS)
     assert cols is not None and len(cols) == 4
     a, b = tmp_path / "fast.sqlite", tmp_path / "slow.sqlite"
     for db in (a, b):
@@ -125,5 +125,5 @@ def test_canonical_line_matches_the_model(tmp_path: Path) -> None:
     r = UsageRecord.model_validate({**_base(0), "deadline_ns": T0 + 9, "deadline_met": False})
     path = tmp_path / "u.jsonl"
     path.write_text(json.dumps({**_base(0), "deadline_ns": T0 + 9, "deadline_met": False}) + "\n")
-    cols = read_plain_jsonl(path.read_bytes(), MODELS)
+    cols = read_plain_jsonl(path.read_bytes(), lambda _names: MODELS)
     assert cols is not None and cols.hashes == [_content_hash(r)]

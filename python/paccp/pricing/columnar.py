@@ -20,6 +20,7 @@ Rules with a single home are not rewritten here: the omega rule runs on each dis
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, get_args
@@ -78,11 +79,12 @@ def _bounds(field: str) -> tuple[int | None, int | None]:
     return lo, hi
 
 
-def read_plain_jsonl(data: bytes, tenants: dict[str, str]) -> Columns | None:
+def read_plain_jsonl(data: bytes, models: Callable[[list[str]], Mapping[str, str]]) -> Columns | None:
     """Validated columns of a plain JSONL file's bytes, or None: read it record by record instead.
 
-    ``tenants`` maps each known tenant to its pricing model; the caller has checked scope and chargeability
-    rules that depend on the record only for models where :func:`per_record_rules` says so.
+    ``models(names)`` gives the pricing model of each of the named tenants that exists; a file naming an
+    unknown tenant, or one whose model checks each record when charging (SoftBW,
+    :func:`~paccp.pricing.charging.per_record_rules`), is left to the record path.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -153,6 +155,7 @@ def read_plain_jsonl(data: bytes, tenants: dict[str, str]) -> Columns | None:
             return None
     omega = pc.take(pa.array(canon, pa.string()), pc.index_in(col["omega"], pa.array(distinct)))
     tenant_names = pc.unique(col["tenant"]).to_pylist()
+    tenants = models(tenant_names)
     if any(t not in tenants or per_record_rules(tenants[t]) for t in tenant_names):
         return None
     if pc.count_distinct(col["record_id"]).as_py() != n:  # the same id twice: the record path decides

@@ -328,12 +328,29 @@ class Ledger:
             rows = conn.execute(select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256)).all()
         return sorted((Tenant(*r) for r in rows), key=lambda x: x.name)
 
+    @_db_errors
+    def tenants_named(self, names: Iterable[str]) -> dict[str, Tenant]:
+        """The tenants among ``names`` that exist (one query; unknown names are left out)."""
+        want = sorted(set(names))
+        t = schema.tenant
+        out: dict[str, Tenant] = {}
+        with self.engine.connect() as conn:
+            for k in range(0, len(want), 1000):
+                q = select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256).where(
+                    t.c.name.in_(want[k : k + 1000])
+                )
+                out.update({r[0]: Tenant(*r) for r in conn.execute(q).all()})
+        return out
+
+    def _models(self, names: Iterable[str]) -> dict[str, str]:
+        return {n: t.model for n, t in self.tenants_named(names).items()}
+
     def tenant(self, name: str) -> Tenant:
         """One tenant; UserError if unknown."""
-        for t in self.tenants():
-            if t.name == name:
-                return t
-        raise UserError(f"unknown tenant {name!r} (add it with: paccp bill tenant add NAME ...)")
+        got = self.tenants_named([name]).get(name)
+        if got is None:
+            raise UserError(f"unknown tenant {name!r} (add it with: paccp bill tenant add NAME ...)")
+        return got
 
     # --- usage ---------------------------------------------------------------------------------
     def ingest_file(
@@ -360,8 +377,9 @@ class Ledger:
                 data = p.read_bytes()
             except OSError as exc:
                 raise UserError(f"{p}: cannot read ({exc.strerror})") from None
-            models = {t.name: t.model for t in self.tenants()}
-            cols = read_plain_jsonl(data, models)
+            cols = read_plain_jsonl(
+                data, lambda names: {n: t.model for n, t in self.tenants_named(names).items()}
+            )
             if cols is not None and (tenant is None or set(cols.data["tenant"]) == {tenant}):
                 if progress is not None:
                     progress(len(cols))
@@ -390,7 +408,8 @@ class Ledger:
         from paccp.pricing.charging import check_chargeable
 
         seen: dict[tuple[str, str], str] = {}
-        tenants = {t.name: t for t in self.tenants()}
+        records = list(records)
+        tenants = self.tenants_named({r.tenant for r in records} | ({tenant} if tenant else set()))
         if tenant is not None and tenant not in tenants:
             raise UserError(f"unknown tenant {tenant!r} (add it with: paccp bill tenant add NAME ...)")
         books: dict[str, PriceBook] = {}

@@ -125,7 +125,7 @@ def run_cli(records: int = 200_000, out: str = "") -> None:
         results["parse_s"] = round(time.perf_counter() - t, 3)
         results["parse_records_per_s"] = round(n / (time.perf_counter() - t))
         t, cpu = time.perf_counter(), time.process_time()
-        cols = read_plain_jsonl(usage.read_bytes(), {"bench": "vbp"})
+        cols = read_plain_jsonl(usage.read_bytes(), lambda _names: {"bench": "vbp"})
         if cols is None or len(cols) != n:
             raise UserError("bench ledger: the columnar reader did not take the synthetic file")
         results["columnar_parse_s"] = round(time.perf_counter() - t, 3)

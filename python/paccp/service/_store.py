@@ -26,7 +26,8 @@ from sqlalchemy import (
     update,
 )
 
-from paccp.pricing.ledger import Ledger
+from paccp.pricing import schema as ledger_schema
+from paccp.pricing.ledger import Ledger, Tenant
 from paccp.pricing.schema import svc_host as host
 from paccp.pricing.schema import svc_meta as meta
 from paccp.pricing.schema import svc_pricebook as pricebook
@@ -146,10 +147,15 @@ class Store:
         with self.write() as conn:
             return int(conn.execute(token.delete().where(token.c.tenant == tenant)).rowcount)
 
-    def tenant_of(self, tok: str) -> str | None:
+    def tenant_of(self, tok: str) -> Tenant | None:
+        """The tenant a token belongs to (one indexed query on the token's SHA-256), or None."""
+        t = ledger_schema.tenant
+        q = select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256).join(
+            token, token.c.tenant == t.c.name
+        )
         with self.engine.connect() as conn:
-            row = conn.execute(select(token.c.tenant).where(token.c.sha256 == digest(tok))).first()
-        return None if row is None else str(row[0])
+            row = conn.execute(q.where(token.c.sha256 == digest(tok))).first()
+        return None if row is None else Tenant(*row)
 
     # --- price books ---------------------------------------------------------------------------
     def put_book(self, name: str, text: str) -> bool:

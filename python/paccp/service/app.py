@@ -251,10 +251,10 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         return authorization.removeprefix("Bearer ").strip()
 
     def tenant_auth(authorization: Annotated[str | None, Header()] = None) -> Tenant:
-        name = store.tenant_of(_bearer(authorization))
-        if name is None:
+        t = store.tenant_of(_bearer(authorization))
+        if t is None:
             raise ServiceError(401, "unknown or revoked tenant token")
-        return ledger.tenant(name)
+        return t
 
     def admin_auth(authorization: Annotated[str | None, Header()] = None) -> None:
         if not same_secret(_bearer(authorization), admin_sha):
@@ -544,7 +544,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
     def _desired(host_name: str) -> dict[str, Any]:
         gen = store.generation()
         rows = store.vms(host_name=host_name)
-        models = {t.name: t.model for t in ledger.tenants()}
+        models = {n: t.model for n, t in ledger.tenants_named({r.tenant for r in rows}).items()}
         bought = store.purchases(active_only=True, vms=[r.name for r in rows])
         vms = []
         for r in rows:

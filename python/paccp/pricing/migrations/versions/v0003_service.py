@@ -17,6 +17,8 @@ The tables are written out here as they are at this revision (``schema.py`` decl
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -27,20 +29,24 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-#: Columns this revision adds to an ``svc_purchase`` an older controller created.
-_PURCHASE_NEW = (
-    ("scheme", sa.String(16), {"nullable": False, "server_default": "paccp",
-     "comment": "what is bought: paccp (a VBP/FBP pair), softbw (a guarantee), mptcp_bgwc (B_g and A_l)"}),
-    ("guarantee", sa.String(16), {"nullable": True, "comment": "SoftBW: strict, dynamic, fair or none"}),
-    ("rate_bps", sa.BigInteger, {"nullable": True, "comment": "SoftBW: the rate the price per hour assumes"}),
-    ("size_bytes", sa.BigInteger, {"nullable": True, "comment": "SoftBW dynamic: the flow size S"}),
-    ("deadline_ns", sa.BigInteger,
-     {"nullable": True, "comment": "SoftBW dynamic: the deadline T after start"}),
-)  # fmt: skip
+
+def _purchase_new() -> list[sa.Column[Any]]:
+    """Columns this revision adds to an older controller's ``svc_purchase`` (new objects each call)."""
+    return [
+        sa.Column("scheme", sa.String(16), nullable=False, server_default="paccp",
+                  comment="what is bought: paccp (a VBP/FBP pair), softbw (a guarantee),"
+                  " mptcp_bgwc (B_g and A_l)"),
+        sa.Column("guarantee", sa.String(16), nullable=True, comment="SoftBW: strict, dynamic, fair or none"),
+        sa.Column("rate_bps", sa.BigInteger, nullable=True,
+                  comment="SoftBW: the rate the price per hour assumes"),
+        sa.Column("size_bytes", sa.BigInteger, nullable=True, comment="SoftBW dynamic: the flow size S"),
+        sa.Column("deadline_ns", sa.BigInteger, nullable=True,
+                  comment="SoftBW dynamic: the deadline T after start"),
+    ]  # fmt: skip
 
 
 def _tables(md: sa.MetaData) -> list[sa.Table]:
-    purchase_new = [sa.Column(n, t, **kw) for n, t, kw in _PURCHASE_NEW]
+    purchase_new = _purchase_new()
     return [
         sa.Table(
             "svc_token", md,
@@ -119,9 +125,9 @@ def upgrade() -> None:
             table.create(conn)
         elif table.name == "svc_purchase":  # created by an older controller: add what it lacks
             cols = {c["name"] for c in sa.inspect(conn).get_columns("svc_purchase")}
-            for name, type_, kw in _PURCHASE_NEW:
-                if name not in cols:
-                    op.add_column("svc_purchase", sa.Column(name, type_, **kw))
+            for col in _purchase_new():
+                if col.name not in cols:
+                    op.add_column("svc_purchase", col)
     if conn.execute(sa.text("SELECT 1 FROM svc_meta WHERE key = 'generation'")).first() is None:
         conn.execute(sa.text("INSERT INTO svc_meta (key, value) VALUES ('generation', 0)"))
 
