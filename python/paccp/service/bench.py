@@ -4,8 +4,8 @@
 2. A tenant, ``--hosts`` hosts with ``--vms`` VMs each and the hosts' agent sessions, enrolled in bulk in
    the database (registering 100,000 hosts one request at a time would take longer than the load itself).
 3. ``paccp serve`` as a child process, on a free loopback port.
-4. Tenant reads at ``--rps`` requests/s for ``--api-seconds`` (:func:`paccp.service.loadgen.api_load`):
-   latency percentiles.
+4. Tenant reads at ``--rps`` requests/s for ``--api-seconds`` (:func:`paccp.service.loadgen.api_load`) by a
+   tenant with 4 VMs: latency percentiles.
 5. Usage: every host reports one record per VM every ``--period`` for ``--seconds``, one report per host
    as an agent sends it (:func:`paccp.service.loadgen.usage_load`); afterwards the ledger must hold every
    acknowledged record exactly once.
@@ -48,8 +48,8 @@ def _load() -> list[float]:
 
 
 def enrol_bulk(db: str, hosts: int, vms: int) -> tuple[str, str, dict[str, str]]:
-    """A tenant with a token, ``hosts`` hosts held by sessions, ``vms`` VMs on each: (tenant, token,
-    {host: session}), written in one transaction."""
+    """Tenant ``load`` with ``hosts`` hosts held by sessions and ``vms`` VMs on each (in one transaction),
+    and tenant ``reader`` with 4 VMs for the API load: (``load``, reader's token, {host: session})."""
     from paccp.pricing.book import load_book
     from paccp.pricing.ledger import Ledger
     from paccp.pricing.schema import svc_host, svc_vm
@@ -57,8 +57,11 @@ def enrol_bulk(db: str, hosts: int, vms: int) -> tuple[str, str, dict[str, str]]
 
     led = Ledger(db)
     led.add_tenant("load", "vbp", load_book(None)[1])
+    led.add_tenant("reader", "vbp", load_book(None)[1])  # the API load's tenant: 4 VMs, as a tenant has
     store = Store(led)
-    tok = store.add_token("load")
+    tok = store.add_token("reader")
+    for j in range(4):
+        store.add_vm(f"reader-v{j}", "reader", "load-h0", f"/reader/v{j}")
     now, at = time.time_ns(), now_iso()
     sessions = {f"load-h{i}": new_token("ps") for i in range(hosts)}
     with store.write() as conn:
@@ -140,8 +143,12 @@ def run_cli(
                        records_per_controller_cpu_s=round(res["acknowledged"] / max(ctl_cpu, 1e-9)),
                        load_average_before=before, load_average_after=_load())  # fmt: skip
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            proc.terminate()  # uvicorn drains in-flight requests first; a backlog may take longer
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         from paccp.pricing.ledger import Ledger
 
         led = Ledger(db, create=False)
