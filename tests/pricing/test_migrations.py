@@ -158,6 +158,7 @@ def test_controller_tables_of_an_older_serve_are_kept_and_completed(tmp_path: Pa
     led.add_tenant("acme", "vbp", BOOK)
     with led._write() as conn:  # back to 0002, then the older controller's purchase table and one row
         conn.exec_driver_sql("DROP TABLE svc_purchase")
+        conn.exec_driver_sql("DROP INDEX svc_host_session")
         conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002'")
         conn.exec_driver_sql("UPDATE svc_meta SET value = 5 WHERE key = 'generation'")
         conn.exec_driver_sql("INSERT INTO svc_vm VALUES ('vm1', 'acme', 'h1', '/vm1', 'x')")

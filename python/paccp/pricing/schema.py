@@ -186,6 +186,7 @@ svc_host = Table(
     Column("session_sha256", String(64), nullable=False),
     Column("registered_at", String(40), nullable=False),
     Column("last_seen_ns", BigInteger, nullable=False),
+    Index("svc_host_session", "session_sha256", unique=True),  # every agent request looks its session up
 )
 
 svc_vm = Table(

@@ -204,7 +204,7 @@ class Store:
             ).first()
         if row is None:
             return None
-        if now_ns - int(row[1]) > 2 * 10**9:  # write at most every 2 s per host (readers never wait)
+        if now_ns - int(row[1]) > HOST_LEASE_NS // 3:  # a write at most every 10 s per host (lease 30 s)
             with self.write() as conn:
                 conn.execute(update(host).where(host.c.name == row[0]).values(last_seen_ns=now_ns))
         return str(row[0])

@@ -8,7 +8,8 @@ start, outside the ledger's migrations: a PostgreSQL role without CREATE could n
 nothing would change those tables in step with the ledger. This revision creates them, and on a ledger
 where an older controller already did, keeps them and adds what purchases now record: the ``scheme``
 (``paccp``: a VBP/FBP pair; ``softbw``: a SoftBW guarantee; ``mptcp_bgwc``: a BG guarantee and a WC
-competition level) and the SoftBW terms of the quote (guarantee kind, assumed rate, size and deadline).
+competition level) and the SoftBW terms of the quote (guarantee kind, assumed rate, size and deadline), and
+an index on the hosts' session digests (every agent request looks its session up; it was a full scan).
 ``svc_meta`` gets its ``generation`` counter (what agents watch) at 0.
 
 The tables are written out here as they are at this revision (``schema.py`` declares the same tables;
@@ -68,6 +69,7 @@ def _tables(md: sa.MetaData) -> list[sa.Table]:
             sa.Column("session_sha256", sa.String(64), nullable=False),
             sa.Column("registered_at", sa.String(40), nullable=False),
             sa.Column("last_seen_ns", sa.BigInteger, nullable=False),
+            sa.Index("svc_host_session", "session_sha256", unique=True),
         ),
         sa.Table(
             "svc_vm", md,
@@ -123,6 +125,9 @@ def upgrade() -> None:
     for table in _tables(md):
         if table.name not in have:
             table.create(conn)
+        elif table.name == "svc_host":  # an older controller's: the session lookup was a full scan
+            if "svc_host_session" not in {i["name"] for i in sa.inspect(conn).get_indexes("svc_host")}:
+                op.create_index("svc_host_session", "svc_host", ["session_sha256"], unique=True)
         elif table.name == "svc_purchase":  # created by an older controller: add what it lacks
             cols = {c["name"] for c in sa.inspect(conn).get_columns("svc_purchase")}
             for col in _purchase_new():
