@@ -72,7 +72,7 @@ pricing_cli.register(app, benchcli.bench_app)
 datapath_cli.register(app, benchcli.bench_app)
 crosscheck_cli.register(app)
 compare_cli.register(app)
-service_cli.register(app)
+service_cli.register(app, benchcli.bench_app)
 
 
 def _one_line(message: str) -> str:

@@ -104,7 +104,7 @@ def test_postgresql_roles(
     cli(
         capsys, "bill", "tenant", "add", "acme", "--book", str(book_file), "--db", owner
     )  # creates the schema
-    for role in ("paccp_ingest", "paccp_reader"):
+    for role in ("paccp_ingest", "paccp_reader", "paccp_controller"):
         pg.execute(f"DO $$ BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
     for stmt in cli(capsys, "bill", "grants").strip().splitlines():
         pg.execute(stmt, dbname="roles")
@@ -130,4 +130,13 @@ def test_postgresql_roles(
     led = Ledger(ingest)
     with pytest.raises(DBAPIError, match="permission denied"), led.engine.begin() as conn:
         conn.execute(text("UPDATE usage SET bytes = 0"))
+    with pytest.raises(DBAPIError, match="permission denied"), led.engine.begin() as conn:
+        conn.execute(text("UPDATE svc_meta SET value = value + 1"))  # the controller's tables are not its
     led.close()
+    ctl = Ledger(pg.url("roles", "paccp_controller"))  # paccp serve's role: its tables, never usage
+    with ctl.engine.begin() as conn:
+        conn.execute(text("UPDATE svc_meta SET value = value + 1 WHERE key = 'generation'"))
+        conn.execute(text("DELETE FROM svc_rate"))
+    with pytest.raises(DBAPIError, match="permission denied"), ctl.engine.begin() as conn:
+        conn.execute(text("DELETE FROM usage"))
+    ctl.close()

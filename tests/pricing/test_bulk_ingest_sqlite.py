@@ -8,8 +8,9 @@ from pathlib import Path
 from pricing_fixtures import BOOK, T0, H, rec
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from paccp.common.usage import UsageRecord
 from paccp.pricing import schema
-from paccp.pricing.ledger import Ledger, _content_hash, _row
+from paccp.pricing.ledger import Ledger, _content_hash
 
 RECS = [
     rec(record_id="a", omega="2.50", cos="ds", theta_bps=0),
@@ -18,6 +19,12 @@ RECS = [
     rec(record_id="d", deadline_ns=T0 + H, deadline_met=False, start_ns=T0 + 5, end_ns=T0 + 5, bytes=0),
     rec(record_id="e", omega="0.000000001", vm="vm\u00e9 2", bytes=10**12),
 ]
+
+
+def _row(r: UsageRecord, content_sha256: str, batch_id: int) -> dict[str, object]:
+    d = r.model_dump()
+    d.pop("schema_version")
+    return {**d, "batch_id": batch_id, "content_sha256": content_sha256}
 
 
 def _rows(path: Path) -> list[tuple[object, ...]]:

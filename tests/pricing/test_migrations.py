@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from pricing_fixtures import BOOK
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DatabaseError, DBAPIError
 
@@ -41,9 +42,9 @@ def invoice(led: Ledger, tenant: str, period: str) -> dict[str, object]:
 
 def test_fresh_ledger_is_the_declared_schema(new_db: Callable[..., str]) -> None:
     led = Ledger(new_db(empty=True))
-    assert led.revision() == _head_revision() == "0002"
+    assert led.revision() == _head_revision() == "0003"
     assert schema_diff(led) == []
-    assert Ledger(led.url).migrate() == "0002"  # re-opening applies nothing
+    assert Ledger(led.url).migrate() == "0003"  # re-opening applies nothing
 
 
 def legacy_copy(tmp_path: Path) -> Path:
@@ -56,7 +57,7 @@ def test_pre_alembic_ledger_upgrades_in_place(tmp_path: Path) -> None:
     path = legacy_copy(tmp_path)
     before = json.loads((DATA / "ledger-v3-invoices.json").read_text())
     led = Ledger(str(path))
-    assert led.revision() == "0002" and schema_diff(led) == []
+    assert led.revision() == "0003" and schema_diff(led) == []
     with led.engine.connect() as conn:
         tables = {r[0] for r in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))}
     assert "schema_version" not in tables and not any(t.endswith("_v3") for t in tables)
@@ -130,9 +131,48 @@ def test_pre_alembic_postgresql_ledger_is_repaired(pg: TempPostgres) -> None:
             conn.execute(text(batch + " VALUES ('f', 'h', 1, 0, 'now')"))
     led_engine.dispose()
     led = Ledger(url)
-    assert led.revision() == "0002" and schema_diff(led) == []
+    assert led.revision() == "0003" and schema_diff(led) == []
     assert led.ingest([rec(record_id="a")], tenant="acme").new == 1
     assert invoice(led, "acme", "2026-11")["total"] == "0.10"
     with pytest.raises(DatabaseError, match="append-only"), led.engine.begin() as conn:
         conn.execute(text("DELETE FROM usage"))
     led.close()
+
+
+#: ``svc_purchase`` as ``paccp serve`` created it itself before migration 0003 (no scheme, no SoftBW terms).
+OLD_SVC_PURCHASE = (
+    "CREATE TABLE svc_purchase (id INTEGER NOT NULL PRIMARY KEY, tenant VARCHAR(128) NOT NULL,"
+    " vm VARCHAR(128) NOT NULL, port INTEGER, model VARCHAR(16) NOT NULL, cos VARCHAR(8) NOT NULL,"
+    " theta_bps BIGINT NOT NULL, omega VARCHAR(80) NOT NULL, per_hour VARCHAR(80) NOT NULL,"
+    " currency VARCHAR(3) NOT NULL, state VARCHAR(16) NOT NULL, replaces BIGINT, created_at VARCHAR(40)"
+    " NOT NULL, ended_at VARCHAR(40), FOREIGN KEY(tenant) REFERENCES tenant (name),"
+    " FOREIGN KEY(vm) REFERENCES svc_vm (name))"
+)
+
+
+def test_controller_tables_of_an_older_serve_are_kept_and_completed(tmp_path: Path) -> None:
+    """A ledger at 0002 on which an older ``paccp serve`` created its tables: 0003 keeps their rows, adds
+    the purchase's new columns, keeps the generation counter, and ends in the declared schema."""
+    path = tmp_path / "old-serve.sqlite"
+    led = Ledger(str(path))
+    led.add_tenant("acme", "vbp", BOOK)
+    with led._write() as conn:  # back to 0002, then the older controller's purchase table and one row
+        conn.exec_driver_sql("DROP TABLE svc_purchase")
+        conn.exec_driver_sql("DROP INDEX svc_host_session")
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002'")
+        conn.exec_driver_sql("UPDATE svc_meta SET value = 5 WHERE key = 'generation'")
+        conn.exec_driver_sql("INSERT INTO svc_vm VALUES ('vm1', 'acme', 'h1', '/vm1', 'x')")
+        conn.exec_driver_sql(OLD_SVC_PURCHASE)
+        conn.exec_driver_sql("CREATE INDEX svc_purchase_vm ON svc_purchase (vm, state)")
+        conn.exec_driver_sql(
+            "INSERT INTO svc_purchase VALUES (7, 'acme', 'vm1', NULL, 'vbp', 'mrg', 200000000, '2',"
+            " '0.1616', 'USD', 'active', NULL, 'x', NULL)"
+        )
+    led.close()
+    assert Ledger(str(path), create=False).revision() == "0003"
+    led = Ledger(str(path), create=False)
+    assert schema_diff(led) == []
+    with led.engine.connect() as conn:
+        row = conn.execute(text("SELECT id, scheme, omega, guarantee FROM svc_purchase")).one()
+        gen = conn.execute(text("SELECT value FROM svc_meta WHERE key = 'generation'")).scalar()
+    assert tuple(row) == (7, "paccp", "2", None) and gen == 5

@@ -28,8 +28,8 @@ def test_buy_change_cancel_reaches_desired_state(ctl: Ctl) -> None:
     session = ctl.agent()
     d0 = ctl.client.get("/v1/agent/desired", headers=ctl.h(session)).json()
     assert d0["vms"] == [
-        {"name": "vm1", "tenant": "acme", "model": "vbp", "cgroup": "/vm1", "theta_bps": 0, "omega": "1",
-         "rules": []}
+        {"name": "vm1", "tenant": "acme", "model": "vbp", "cgroup": "/vm1", "scheme": "paccp",
+         "guarantee": None, "theta_bps": 0, "omega": "1", "rules": []}
     ]  # fmt: skip
     p = ctl.buy(tok, "vm1", "mrg", "200Mbit", "2")
     # the price is the pricing package's quote on the tenant's book, not a second implementation
@@ -290,13 +290,29 @@ def test_oversized_and_unauthenticated_requests(ctl: Ctl) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     body=st.dictionaries(
-        st.sampled_from(["vm", "cos", "theta", "omega", "port", "max_per_hour", "zz"]),
+        st.sampled_from(
+            [
+                "vm",
+                "cos",
+                "theta",
+                "omega",
+                "port",
+                "max_per_hour",
+                "zz",
+                "scheme",
+                "guarantee",
+                "rate",
+                "size",
+                "deadline",
+            ]
+        ),
         st.one_of(
             st.none(),
             st.booleans(),
             st.integers(),
             st.floats(allow_nan=False, allow_infinity=False),
             st.text(max_size=20),
+            st.sampled_from(["softbw", "mptcp_bgwc", "strict", "dynamic", "fair", "1Gbit", "20s", "mrg"]),
         ),
     )
 )

@@ -66,7 +66,7 @@ def _no_control(v: str) -> str:
     return v
 
 
-def _canonical_omega(v: Decimal) -> Decimal:
+def canonical_omega(v: Decimal) -> Decimal:
     """omega as a finite decimal in range, in canonical form: "2.0", "2" and "2E+0" are all 2."""
     if not v.is_finite():
         raise ValueError("must be a finite number")
@@ -115,7 +115,7 @@ class UsageRecord(BaseModel):
     @field_validator("omega")
     @classmethod
     def _omega(cls, v: Decimal) -> Decimal:
-        return _canonical_omega(v)
+        return canonical_omega(v)
 
     @model_validator(mode="after")
     def _check(self) -> UsageRecord:

@@ -33,6 +33,12 @@ from paccp.pricing.period import Period
 from paccp.pricing.quote import CTX, gbps, hours, linear_terms, softbw_terms
 
 
+def per_record_rules(model: str) -> bool:
+    """Whether :func:`check_chargeable` looks at a record of this model beyond its schema (SoftBW: yes;
+    otherwise it only needs the book to price the model, which :meth:`Ledger.add_tenant` already checked)."""
+    return model == "softbw"
+
+
 def check_chargeable(r: UsageRecord, model: str, book: PriceBook, where: str) -> None:
     """Reject, with a one-line reason, a record the tenant's model cannot charge (before any write)."""
     try:

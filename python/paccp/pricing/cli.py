@@ -326,12 +326,16 @@ def grants_cmd(
     reader_role: Annotated[
         str, typer.Option("--reader-role", help="read-only role for invoices")
     ] = "paccp_reader",
+    controller_role: Annotated[
+        str, typer.Option("--controller-role", help="role of paccp serve (the svc_* tables too)")
+    ] = "paccp_controller",
 ) -> None:
-    """Print the PostgreSQL GRANTs for an ingest role and a read-only invoice role (run them as the owner)."""
+    """Print the PostgreSQL GRANTs for an ingest role, a read-only invoice role and the controller's role
+    (run them as the owner, after the owner has created or migrated the ledger)."""
     from paccp.pricing.schema import pg_grants
 
     try:
-        stmts = pg_grants(ingest_role, reader_role)
+        stmts = pg_grants(ingest_role, reader_role, controller_role)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     for stmt in stmts:

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from paccp.common.usage import UsageRecord, _no_control, read_usage
@@ -45,6 +44,7 @@ from paccp.pricing.book import MODELS, PriceBook, book_digest, parse_book
 from paccp.pricing.period import Period
 
 BUSY_TIMEOUT_S = 60.0
+SQLITE_CACHE_KIB = 64 * 1024
 #: Key of the PostgreSQL advisory lock that serialises the ledger's writers ("PACCPLDG").
 PG_LOCK_KEY = 0x5041_4343_504C_4447 - 2**63
 #: Test hook: seconds to sleep inside the ingest transaction after half the rows are written.
@@ -206,6 +206,10 @@ class Ledger:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             dbapi_conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             dbapi_conn.execute("PRAGMA foreign_keys = ON")
+            # A page cache that holds a large ingest (64 MiB, the default is 2 MiB): a transaction that
+            # outgrows the cache spills pages into the file mid-transaction, each spill an extra journal
+            # sync. Durability is unchanged (rollback journal, synchronous=FULL, SQLite's defaults).
+            dbapi_conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
@@ -324,12 +328,29 @@ class Ledger:
             rows = conn.execute(select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256)).all()
         return sorted((Tenant(*r) for r in rows), key=lambda x: x.name)
 
+    @_db_errors
+    def tenants_named(self, names: Iterable[str]) -> dict[str, Tenant]:
+        """The tenants among ``names`` that exist (one query; unknown names are left out)."""
+        want = sorted(set(names))
+        t = schema.tenant
+        out: dict[str, Tenant] = {}
+        with self.engine.connect() as conn:
+            for k in range(0, len(want), 1000):
+                q = select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256).where(
+                    t.c.name.in_(want[k : k + 1000])
+                )
+                out.update({r[0]: Tenant(*r) for r in conn.execute(q).all()})
+        return out
+
+    def _models(self, names: Iterable[str]) -> dict[str, str]:
+        return {n: t.model for n, t in self.tenants_named(names).items()}
+
     def tenant(self, name: str) -> Tenant:
         """One tenant; UserError if unknown."""
-        for t in self.tenants():
-            if t.name == name:
-                return t
-        raise UserError(f"unknown tenant {name!r} (add it with: paccp bill tenant add NAME ...)")
+        got = self.tenants_named([name]).get(name)
+        if got is None:
+            raise UserError(f"unknown tenant {name!r} (add it with: paccp bill tenant add NAME ...)")
+        return got
 
     # --- usage ---------------------------------------------------------------------------------
     def ingest_file(
@@ -343,10 +364,27 @@ class Ledger:
 
         ``tenant``: every record must belong to it; None is the operator's explicit multi-tenant import.
         ``progress(n)`` is called with the number of records read and validated so far, every 2000 records.
+        A plain JSON Lines file is read column-wise (:mod:`paccp.pricing.columnar`); any other file, or one
+        that reader leaves alone, record by record (the same rows, hashes and errors).
         """
+        from paccp.pricing.columnar import read_plain_jsonl
+
         p = Path(path)
         if tenant is not None:
             self.tenant(tenant)  # unknown tenant: say so before reading a large file
+        if p.suffix != ".parquet" and p.is_file():
+            try:
+                data = p.read_bytes()
+            except OSError as exc:
+                raise UserError(f"{p}: cannot read ({exc.strerror})") from None
+            cols = read_plain_jsonl(
+                data, lambda names: {n: t.model for n, t in self.tenants_named(names).items()}
+            )
+            if cols is not None and (tenant is None or set(cols.data["tenant"]) == {tenant}):
+                if progress is not None:
+                    progress(len(cols))
+                return self._store(cols, str(p), hashlib.sha256(data).hexdigest(), tenant)
+            del data
         records: list[UsageRecord] = []
         digest = hashlib.sha256()
         for r in read_usage(p):  # validates every record before anything is written
@@ -358,7 +396,6 @@ class Ledger:
                 digest.update(block)
         return self.ingest(records, str(p), digest.hexdigest(), tenant=tenant)
 
-    @_db_errors
     def ingest(
         self,
         records: Iterable[UsageRecord],
@@ -370,14 +407,15 @@ class Ledger:
         """Ingest validated records in ONE transaction; see the module docstring for the rules."""
         from paccp.pricing.charging import check_chargeable
 
-        recs = list(records)
-        hashes: list[str] = []
         seen: dict[tuple[str, str], str] = {}
-        tenants = {t.name: t for t in self.tenants()}
+        records = list(records)
+        tenants = self.tenants_named({r.tenant for r in records} | ({tenant} if tenant else set()))
         if tenant is not None and tenant not in tenants:
             raise UserError(f"unknown tenant {tenant!r} (add it with: paccp bill tenant add NAME ...)")
         books: dict[str, PriceBook] = {}
-        for i, r in enumerate(recs, start=1):
+        data: dict[str, list[Any]] = {c: [] for c in _USAGE_COLS}
+        hashes: list[str] = []
+        for i, r in enumerate(records, start=1):
             at = f"{where} record {i} ({r.record_id})"
             if tenant is not None and r.tenant != tenant:
                 raise UserError(
@@ -392,101 +430,125 @@ class Ledger:
                 bk = books[t.name] = t.book
             check_chargeable(r, t.model, bk, at)
             h = _content_hash(r)
-            hashes.append(h)
             key = (r.tenant, r.record_id)
-            if seen.get(key, h) != h:
-                raise UserError(f"{where}: record_id {r.record_id!r} appears twice with different content")
-            seen[key] = h
+            if key in seen:  # the same record twice in one ingest counts once
+                if seen[key] != h:
+                    raise UserError(
+                        f"{where}: record_id {r.record_id!r} appears twice with different content"
+                    )
+            else:
+                seen[key] = h
+                hashes.append(h)
+                for c, v in zip(_USAGE_COLS, _values(r), strict=True):
+                    data[c].append(v)
+        from paccp.pricing.columnar import Columns
+
+        return self._store(Columns(data, hashes), where, file_sha, tenant)
+
+    @_db_errors
+    def _store(self, cols: Any, where: str, file_sha: str, tenant: str | None) -> IngestResult:
+        """Write validated, distinct records (:class:`paccp.pricing.columnar.Columns`) in ONE transaction.
+
+        Under the write lock: one query per tenant finds the ids already stored (same content: unchanged;
+        other content: the whole ingest is refused), the batch row is inserted, then the new rows in bulk.
+        """
         sleep_s = float(os.environ.get(SLEEP_ENV, "0") or 0)
-        u = schema.usage
+        tn_col, id_col = cols.data["tenant"], cols.data["record_id"]
         with self._write() as conn:
-            existing: dict[tuple[str, str], str] = {}
-            by_tenant: dict[str, list[str]] = {}
-            for tn, rid in seen:
-                by_tenant.setdefault(tn, []).append(rid)
-            for tn, ids in by_tenant.items():
-                for k in range(0, len(ids), 1000):
-                    rows = conn.execute(
-                        select(u.c.record_id, u.c.content_sha256).where(
-                            u.c.tenant == tn, u.c.record_id.in_(ids[k : k + 1000])
-                        )
-                    ).all()
-                    existing.update({(tn, a): b for a, b in rows})
-            for key, h in seen.items():
-                if key in existing and existing[key] != h:
+            existing = self._stored_hashes(conn, tn_col, id_col)
+            fresh: list[int] = []
+            for i, key in enumerate(zip(tn_col, id_col, strict=True)) if existing else ():
+                had = existing.get(key)
+                if had is None:
+                    fresh.append(i)
+                elif had != cols.hashes[i]:
                     raise UserError(
                         f"{where}: record_id {key[1]!r} was already ingested with different content"
                     )
-            fresh: list[tuple[UsageRecord, str]] = []
-            done: set[tuple[str, str]] = set()
-            for r, h in zip(recs, hashes, strict=True):
-                key = (r.tenant, r.record_id)
-                if key not in existing and key not in done:
-                    fresh.append((r, h))
-                    done.add(key)
+            if not existing:
+                fresh = list(range(len(cols)))
+            n_same = len(cols) - len(fresh)
             if not fresh:
-                return IngestResult(where, 0, len(seen), None)
+                return IngestResult(where, 0, n_same, None)
             res = conn.execute(
                 schema.ingest_batch.insert(),
                 {"tenant": tenant, "source_file": where, "file_sha256": file_sha, "n_new": len(fresh),
-                 "n_same": len(seen) - len(fresh), "ingested_at": _now()},
+                 "n_same": n_same, "ingested_at": _now()},
             )  # fmt: skip
             batch_id = int(res.inserted_primary_key[0])  # type: ignore[index]
-            half = len(fresh) // 2
+            names = [c.name for c in schema.usage.columns]
+            extra = {"batch_id": [batch_id] * len(cols), "content_sha256": cols.hashes}
+            columns = [extra[c] if c in extra else cols.data[c] for c in names]
+            rows = list(zip(*columns, strict=True))
+            if len(fresh) != len(rows):
+                rows = [rows[i] for i in fresh]
+            half = len(rows) // 2
             stored = 0
-            for part_no, part in enumerate((fresh[:half], fresh[half:])):
+            for part_no, part in enumerate((rows[:half], rows[half:])):
                 if part:
-                    stored += self._insert_usage(conn, [_row(r, h, batch_id) for r, h in part])
+                    stored += self._insert_usage(conn, names, part)
                 if part_no == 0 and sleep_s > 0:
                     print(f"INGEST-MIDWAY {half}", file=sys.stderr, flush=True)
                     time.sleep(sleep_s)
-            if stored != len(fresh):  # cannot happen under the write lock; never commit a partial file
-                raise UserError(f"{where}: {len(fresh) - stored} records conflicted while writing")
-            return IngestResult(where, len(fresh), len(seen) - len(fresh), batch_id)
+            if stored != len(rows):  # cannot happen under the write lock; never commit a partial file
+                raise UserError(f"{where}: {len(rows) - stored} records conflicted while writing")
+            return IngestResult(where, len(rows), n_same, batch_id)
 
-    def _insert_usage(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
-        """``INSERT ... ON CONFLICT (tenant, record_id) DO NOTHING`` of ``rows``; return how many went in.
-
-        SQLite: one ``executemany`` on the driver's cursor of the compiled Core statement, with the values
-        bound as the column types bind them (omega: the canonical decimal text of :class:`ExactDecimal`;
-        booleans: 0/1), skipping SQLAlchemy's per-row parameter processing. PostgreSQL: the rows are
-        streamed with COPY into a session-private temporary table (``LIKE usage``), then moved with one
-        ``INSERT ... SELECT ... ON CONFLICT DO NOTHING`` (row-by-row INSERTs cost several times more
-        there). Same transaction either way.
-        """
-        u = schema.usage
-        cols = [c.name for c in u.columns]
+    def _stored_hashes(
+        self, conn: Connection, tenants: list[str], ids: list[str]
+    ) -> dict[tuple[str, str], str]:
+        """Content hashes of the (tenant, record_id)s already in the ledger: one query per tenant."""
+        names = set(tenants)
+        by_tenant: dict[str, list[str]] = {}
+        if len(names) == 1:
+            by_tenant[names.pop()] = ids
+        else:
+            for tn, rid in zip(tenants, ids, strict=True):
+                by_tenant.setdefault(tn, []).append(rid)
+        dbapi: Any = conn.connection.dbapi_connection
         if self.dialect == "sqlite":
-            ins = sqlite.insert(u).on_conflict_do_nothing(index_elements=["tenant", "record_id"])
-            compiled = ins.compile(dialect=conn.dialect, column_keys=cols)
-            if list(compiled.positiontup or ()) != cols:  # positional "?" in column order, or refuse
-                raise RuntimeError("usage INSERT does not bind the columns in table order")
-            bind = schema.ExactDecimal().process_bind_param
-            om = cols.index("omega")
-            params = [
-                tuple(bind(r[c], conn.dialect) if i == om else r[c] for i, c in enumerate(cols)) for r in rows
-            ]
-            cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            sql = (
+                "SELECT record_id, content_sha256 FROM usage WHERE tenant = ?"
+                " AND record_id IN (SELECT value FROM json_each(?))"
+            )
+        else:
+            sql = "SELECT record_id, content_sha256 FROM usage WHERE tenant = %s AND record_id = ANY(%s)"
+        out: dict[tuple[str, str], str] = {}
+        cur = dbapi.cursor()
+        try:
+            for tn, rids in by_tenant.items():
+                cur.execute(sql, (tn, json.dumps(rids) if self.dialect == "sqlite" else rids))
+                out.update({(tn, a): b for a, b in cur.fetchall()})
+        finally:
+            cur.close()
+        return out
+
+    def _insert_usage(self, conn: Connection, names: list[str], rows: list[tuple[Any, ...]]) -> int:
+        """Insert ``rows`` (values in the order of ``names``, omega as its canonical decimal text) in bulk;
+        return how many went in.
+
+        SQLite: one ``executemany`` of ``INSERT ... ON CONFLICT (tenant, record_id) DO NOTHING`` on the
+        driver's cursor. PostgreSQL: ``COPY usage FROM STDIN`` (row-by-row INSERTs cost several times more
+        there); the rows were checked to be new under the write lock, and a row that were not would abort
+        the transaction (a unique violation), never half-write it. Same transaction either way.
+        """
+        cols = ", ".join(names)
+        dbapi: Any = conn.connection.dbapi_connection  # the driver's connection, inside this transaction
+        if self.dialect == "sqlite":
+            marks = ", ".join("?" * len(names))
+            cur = dbapi.cursor()
             try:
-                cur.executemany(str(compiled), params)
+                cur.executemany(
+                    f"INSERT INTO usage ({cols}) VALUES ({marks}) ON CONFLICT (tenant, record_id) DO NOTHING",
+                    rows,
+                )
                 return int(cur.rowcount)  # sqlite3: the rows executemany inserted
             finally:
                 cur.close()
-        names = ", ".join(cols)
-        dbapi: Any = conn.connection.dbapi_connection  # psycopg's Connection, inside this transaction
         with dbapi.cursor() as cur:
-            cur.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS paccp_usage_in (LIKE usage INCLUDING DEFAULTS)"
-                " ON COMMIT DELETE ROWS"
-            )
-            cur.execute("DELETE FROM paccp_usage_in")
-            with cur.copy(f"COPY paccp_usage_in ({names}) FROM STDIN") as cp:
-                for r in rows:  # omega is a finite Decimal (validated): COPY writes it as NUMERIC text
-                    cp.write_row([r[c] for c in cols])
-            cur.execute(
-                f"INSERT INTO usage ({names}) SELECT {names} FROM paccp_usage_in"
-                " ON CONFLICT (tenant, record_id) DO NOTHING"
-            )
+            with cur.copy(f"COPY usage ({cols}) FROM STDIN") as cp:
+                for r in rows:
+                    cp.write_row(r)
             return int(cur.rowcount)
 
     @_db_errors
@@ -591,9 +653,6 @@ def _content_hash(r: UsageRecord) -> str:
     return hashlib.sha256(r.to_json_line().encode("utf-8")).hexdigest()
 
 
-def _row(r: UsageRecord, content_sha256: str, batch_id: int) -> dict[str, Any]:
-    d = r.model_dump()
-    d.pop("schema_version")
-    d["batch_id"] = batch_id
-    d["content_sha256"] = content_sha256
-    return d
+def _values(r: UsageRecord) -> tuple[Any, ...]:
+    """A record's column values in :data:`_USAGE_COLS` order, omega as its canonical decimal text."""
+    return tuple(format(r.omega, "f") if c == "omega" else getattr(r, c) for c in _USAGE_COLS)

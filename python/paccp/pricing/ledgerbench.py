@@ -5,9 +5,14 @@ into a fresh SQLite file and into a fresh database on a throwaway PostgreSQL ser
 (:mod:`paccp.pricing.pgtemp`, with PostgreSQL's default durability: fsync and synchronous commit on). For
 each backend the JSON gives the wall time and records/s of the whole ``ingest_file`` (read, validate, check
 chargeability and duplicates, write in one transaction, commit), of the re-ingest (a no-op) and of the
-invoice; ``parse_s`` is the time of reading and validating the file alone, the part both backends share.
-``ingest_client_cpu_s`` is this process's CPU time during the ingest (PostgreSQL's server work is not in
-it); the load average tells how busy the machine was, since wall times on a shared machine vary with it.
+invoice; ``parse_s`` is the time of reading and validating the file record by record (the path of any
+other file).
+``ingest_client_cpu_s`` is this process's CPU time during the ingest (all its threads),
+``ingest_server_cpu_s`` PostgreSQL's (its processes, from ``/proc``), and
+``ingest_records_per_cpu_s`` the records per CPU second of
+both together: on a shared machine wall times vary with the load (the load average is given before and
+after each backend), CPU time much less. ``columnar_parse_s`` is the time of the columnar reader alone
+(:mod:`paccp.pricing.columnar`: parse, validate, content hashes), the read path of a plain JSONL file.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from paccp.common.usage import UsageRecord, read_usage, write_usage
 from paccp.errors import UserError
 from paccp.pricing.book import default_book_path
+from paccp.pricing.columnar import read_plain_jsonl
 
 T0 = 1_793_491_200_000_000_000  # 2026-11-01T00:00:00Z
 SLICE_NS = 15 * 60 * 10**9
@@ -58,15 +65,23 @@ def synthetic_usage(n: int, path: Path) -> None:
     write_usage(recs, path)
 
 
-def _one(db: str, usage: Path, book_text: str, n: int) -> dict[str, Any]:
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _one(
+    db: str, usage: Path, book_text: str, n: int, server_cpu: Callable[[], float] = lambda: 0.0
+) -> dict[str, Any]:
     from paccp.pricing.charging import build_invoice, parse_period
     from paccp.pricing.ledger import Ledger
 
+    load_before = _load()
     led = Ledger(db)
     led.add_tenant("bench", "vbp", book_text)
-    t, cpu = time.perf_counter(), time.process_time()
+    t, cpu, scpu = time.perf_counter(), time.process_time(), server_cpu()
     res = led.ingest_file(usage, tenant="bench")
     ingest_s, ingest_cpu_s = time.perf_counter() - t, time.process_time() - cpu
+    server_cpu_s = server_cpu() - scpu
     if res.new != n:
         raise UserError(f"bench: {res.new} of {n} records ingested")
     t = time.perf_counter()
@@ -82,10 +97,14 @@ def _one(db: str, usage: Path, book_text: str, n: int) -> dict[str, Any]:
         "ingest_s": round(ingest_s, 3),
         "ingest_records_per_s": round(n / ingest_s),
         "ingest_client_cpu_s": round(ingest_cpu_s, 3),
+        "ingest_server_cpu_s": round(server_cpu_s, 3),
+        "ingest_records_per_cpu_s": round(n / max(ingest_cpu_s + server_cpu_s, 1e-9)),
         "reingest_s": round(reingest_s, 3),
         "reingest_new": again.new,
         "invoice_s": round(invoice_s, 3),
         "invoice_total": str(inv.total),
+        "load_average_before": load_before,
+        "load_average_after": _load(),
     }
 
 
@@ -105,11 +124,18 @@ def run_cli(records: int = 200_000, out: str = "") -> None:
         n = sum(1 for _ in read_usage(usage))
         results["parse_s"] = round(time.perf_counter() - t, 3)
         results["parse_records_per_s"] = round(n / (time.perf_counter() - t))
+        t, cpu = time.perf_counter(), time.process_time()
+        cols = read_plain_jsonl(usage.read_bytes(), lambda _names: {"bench": "vbp"})
+        if cols is None or len(cols) != n:
+            raise UserError("bench ledger: the columnar reader did not take the synthetic file")
+        results["columnar_parse_s"] = round(time.perf_counter() - t, 3)
+        results["columnar_parse_cpu_s"] = round(time.process_time() - cpu, 3)
+        del cols
         print("bench ledger: SQLite ...", file=sys.stderr, flush=True)
         results["sqlite"] = _one(str(Path(tmp) / "ledger.sqlite"), usage, book_text, n)
         print("bench ledger: PostgreSQL (throwaway server) ...", file=sys.stderr, flush=True)
         with temp_postgres(durable=True) as pg:
-            results["postgresql"] = _one(pg.create_database("bench"), usage, book_text, n)
+            results["postgresql"] = _one(pg.create_database("bench"), usage, book_text, n, pg.server_cpu_s)
             results["postgresql"]["server"] = str(pg.bindir)
     if results["sqlite"]["invoice_total"] != results["postgresql"]["invoice_total"]:
         raise UserError("bench ledger: the two backends gave different invoice totals")

@@ -121,6 +121,25 @@ class TempPostgres:
                     raise
                 time.sleep(0.1)
 
+    def server_cpu_s(self) -> float:
+        """CPU seconds (user + system) the server has used: the postmaster, its live processes and the
+        ones it has reaped (from ``/proc``; 0.0 where there is none)."""
+        if self.proc is None:
+            return 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            pid, ppid = int(stat.parent.name), int(fields[1])
+            if pid == self.proc.pid:  # utime, stime, cutime, cstime
+                total += sum(int(x) for x in fields[11:15])
+            elif ppid == self.proc.pid:
+                total += int(fields[11]) + int(fields[12])
+        return total / tick
+
     def conninfo(self, dbname: str = "postgres") -> str:
         """A libpq connection string."""
         return f"host={self.root} user=postgres dbname={dbname}"

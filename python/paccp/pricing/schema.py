@@ -160,6 +160,92 @@ invoice_quarantine = Table(
     comment="issued invoices of an older ledger whose period is not YYYY-MM, set aside by migration 0002",
 )
 
+# --- the controller's tables (``paccp serve``, :mod:`paccp.service`), in the ledger's database so that a
+# purchase and the generation agents watch change in the ledger's own transactions (migration 0003) ---
+svc_token = Table(
+    "svc_token",
+    metadata,
+    Column("sha256", String(64), primary_key=True, comment="SHA-256 of the token; the token is never stored"),
+    Column("tenant", String(128), ForeignKey("tenant.name"), nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+
+svc_pricebook = Table(
+    "svc_pricebook",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("book_toml", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+
+svc_host = Table(
+    "svc_host",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("instance_id", String(64), nullable=False, comment="the agent that holds the host"),
+    Column("session_sha256", String(64), nullable=False),
+    Column("registered_at", String(40), nullable=False),
+    Column("last_seen_ns", BigInteger, nullable=False),
+    Index("svc_host_session", "session_sha256", unique=True),  # every agent request looks its session up
+)
+
+svc_vm = Table(
+    "svc_vm",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("tenant", String(128), ForeignKey("tenant.name"), nullable=False),
+    Column("host", String(128), nullable=False),
+    Column("cgroup", String(256), nullable=False),
+    Column("created_at", String(40), nullable=False),
+    UniqueConstraint("host", "cgroup", name="svc_vm_host_cgroup"),
+)
+
+svc_purchase = Table(
+    "svc_purchase",
+    metadata,
+    Column("id", IdKey, primary_key=True, autoincrement=True),
+    Column("tenant", String(128), ForeignKey("tenant.name"), nullable=False),
+    Column("vm", String(128), ForeignKey("svc_vm.name"), nullable=False),
+    Column("port", Integer, nullable=True, comment="FBP: the port rule; NULL: the VM's pair (VBP)"),
+    Column("model", String(16), nullable=False),
+    Column(
+        "scheme",
+        String(16),
+        nullable=False,
+        server_default="paccp",
+        comment="what is bought: paccp (a VBP/FBP pair), softbw (a guarantee), mptcp_bgwc (B_g and A_l)",
+    ),
+    Column("cos", String(8), nullable=False),
+    Column("theta_bps", BigInteger, nullable=False, comment="theta; SoftBW strict: B; MPTCP: B_g"),
+    Column("omega", ExactDecimal, nullable=False, comment="omega; MPTCP: the competition level A_l"),
+    Column("guarantee", String(16), nullable=True, comment="SoftBW: strict, dynamic, fair or none"),
+    Column("rate_bps", BigInteger, nullable=True, comment="SoftBW: the rate the price per hour assumes"),
+    Column("size_bytes", BigInteger, nullable=True, comment="SoftBW dynamic: the flow size S"),
+    Column("deadline_ns", BigInteger, nullable=True, comment="SoftBW dynamic: the deadline T after start"),
+    Column("per_hour", ExactDecimal, nullable=False, comment="the quote's exact price per hour"),
+    Column("currency", String(3), nullable=False),
+    Column("state", String(16), nullable=False, comment="active, replaced or cancelled"),
+    Column("replaces", BigInteger, nullable=True),
+    Column("created_at", String(40), nullable=False),
+    Column("ended_at", String(40), nullable=True),
+    Index("svc_purchase_vm", "vm", "state"),
+)
+
+svc_rate = Table(
+    "svc_rate",
+    metadata,
+    Column("vm", String(128), primary_key=True),
+    Column("rate_bps", BigInteger, nullable=False),
+    Column("at_ns", BigInteger, nullable=False),
+)
+
+svc_meta = Table(
+    "svc_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", BigInteger, nullable=False),
+)
+
 #: (table, message) of the database-enforced guards.
 GUARDS: tuple[tuple[str, str], ...] = (
     ("usage", "usage rows are append-only"),
@@ -202,20 +288,27 @@ def guard_ddl(dialect: str, create: bool = True) -> list[str]:
     return out
 
 
-def pg_grants(ingest_role: str, reader_role: str) -> list[str]:
-    """PostgreSQL privileges for the two roles a ledger needs besides its owner (who runs migrations).
+def pg_grants(ingest_role: str, reader_role: str, controller_role: str = "paccp_controller") -> list[str]:
+    """PostgreSQL privileges for the roles a ledger needs besides its owner (who runs migrations).
 
     ``ingest_role`` (``bill ingest``, ``bill tenant add``, ``bill invoice --issue``): read everything, insert
-    rows, use the identity sequences; ``reader_role`` (``bill invoice``, ``bill tenant list``): read only.
-    Neither may UPDATE, DELETE or TRUNCATE anything (the triggers refuse that to the owner as well).
+    ledger rows, use the identity sequences; ``reader_role`` (``bill invoice``, ``bill tenant list``): read
+    only; ``controller_role`` (``paccp serve``): what the ingest role may, and insert, change and delete the
+    controller's ``svc_*`` rows (purchases end, hosts are re-claimed, tokens revoked). None may UPDATE,
+    DELETE or TRUNCATE a usage row or an issued invoice (the triggers refuse that to the owner as well).
     """
-    for role in (ingest_role, reader_role):
+    roles = (ingest_role, reader_role, controller_role)
+    for role in roles:
         if not role.replace("_", "").isalnum() or not role[:1].isalpha():
             raise ValueError(f"role name {role!r}: use letters, digits and _ only")
-    tables = ", ".join(t.name for t in metadata.sorted_tables if not t.name.endswith("_quarantine"))
+    names = [t.name for t in metadata.sorted_tables if not t.name.endswith("_quarantine")]
+    ledger = ", ".join(n for n in names if not n.startswith("svc_"))
+    svc = ", ".join(n for n in names if n.startswith("svc_"))
+    writers = f"{ingest_role}, {controller_role}"
     return [
-        f"GRANT USAGE ON SCHEMA public TO {ingest_role}, {reader_role}",
-        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {ingest_role}, {reader_role}",
-        f"GRANT INSERT ON {tables} TO {ingest_role}",
-        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {ingest_role}",
+        f"GRANT USAGE ON SCHEMA public TO {', '.join(roles)}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {', '.join(roles)}",
+        f"GRANT INSERT ON {ledger} TO {writers}",
+        f"GRANT INSERT, UPDATE, DELETE ON {svc} TO {controller_role}",
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {writers}",
     ]

@@ -21,25 +21,20 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
     Connection,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    inspect,
     select,
     update,
 )
 
 from paccp.pricing import schema as ledger_schema
-from paccp.pricing.ledger import Ledger
-from paccp.pricing.schema import ExactDecimal, IdKey
+from paccp.pricing.ledger import Ledger, Tenant
+from paccp.pricing.schema import svc_host as host
+from paccp.pricing.schema import svc_meta as meta
+from paccp.pricing.schema import svc_pricebook as pricebook
+from paccp.pricing.schema import svc_purchase as purchase
+from paccp.pricing.schema import svc_rate as rate
+from paccp.pricing.schema import svc_token as token
+from paccp.pricing.schema import svc_vm as vm
 
 
 class ServiceError(Exception):
@@ -50,80 +45,6 @@ class ServiceError(Exception):
         self.status = status
         self.message = message
 
-
-metadata = MetaData()
-
-token = Table(
-    "svc_token",
-    metadata,
-    Column("sha256", String(64), primary_key=True, comment="SHA-256 of the token; the token is never stored"),
-    Column("tenant", String(128), ForeignKey(ledger_schema.tenant.c.name), nullable=False),
-    Column("created_at", String(40), nullable=False),
-)
-
-pricebook = Table(
-    "svc_pricebook",
-    metadata,
-    Column("name", String(128), primary_key=True),
-    Column("book_toml", Text, nullable=False),
-    Column("created_at", String(40), nullable=False),
-)
-
-host = Table(
-    "svc_host",
-    metadata,
-    Column("name", String(128), primary_key=True),
-    Column("instance_id", String(64), nullable=False, comment="the agent that holds the host"),
-    Column("session_sha256", String(64), nullable=False),
-    Column("registered_at", String(40), nullable=False),
-    Column("last_seen_ns", BigInteger, nullable=False),
-)
-
-vm = Table(
-    "svc_vm",
-    metadata,
-    Column("name", String(128), primary_key=True),
-    Column("tenant", String(128), ForeignKey(ledger_schema.tenant.c.name), nullable=False),
-    Column("host", String(128), nullable=False),
-    Column("cgroup", String(256), nullable=False),
-    Column("created_at", String(40), nullable=False),
-    UniqueConstraint("host", "cgroup", name="svc_vm_host_cgroup"),
-)
-
-purchase = Table(
-    "svc_purchase",
-    metadata,
-    Column("id", IdKey, primary_key=True, autoincrement=True),
-    Column("tenant", String(128), ForeignKey(ledger_schema.tenant.c.name), nullable=False),
-    Column("vm", String(128), ForeignKey("svc_vm.name"), nullable=False),
-    Column("port", Integer, nullable=True, comment="FBP: the port rule; NULL: the VM's pair (VBP)"),
-    Column("model", String(16), nullable=False),
-    Column("cos", String(8), nullable=False),
-    Column("theta_bps", BigInteger, nullable=False),
-    Column("omega", ExactDecimal, nullable=False),
-    Column("per_hour", ExactDecimal, nullable=False, comment="the quote's exact price per hour"),
-    Column("currency", String(3), nullable=False),
-    Column("state", String(16), nullable=False, comment="active, replaced or cancelled"),
-    Column("replaces", BigInteger, nullable=True),
-    Column("created_at", String(40), nullable=False),
-    Column("ended_at", String(40), nullable=True),
-    Index("svc_purchase_vm", "vm", "state"),
-)
-
-rate = Table(
-    "svc_rate",
-    metadata,
-    Column("vm", String(128), primary_key=True),
-    Column("rate_bps", BigInteger, nullable=False),
-    Column("at_ns", BigInteger, nullable=False),
-)
-
-meta = Table(
-    "svc_meta",
-    metadata,
-    Column("key", String(64), primary_key=True),
-    Column("value", BigInteger, nullable=False),
-)
 
 #: An agent that has not been seen for this long no longer holds its host (another may claim it).
 HOST_LEASE_NS = 30 * 10**9
@@ -161,6 +82,9 @@ class PurchaseRow:
     vm: str
     port: int | None
     model: str
+    scheme: str
+    guarantee: str | None
+    rate_bps: int | None
     cos: str
     theta_bps: int
     omega: Decimal
@@ -177,6 +101,9 @@ class PurchaseRow:
             "vm": self.vm,
             "port": self.port,
             "model": self.model,
+            "scheme": self.scheme,
+            "guarantee": self.guarantee,
+            "rate_bps": self.rate_bps,
             "cos": self.cos,
             "theta_bps": self.theta_bps,
             "omega": format(self.omega, "f"),
@@ -193,15 +120,8 @@ class Store:
     """The controller's tables over one :class:`Ledger` (its engine, its writer lock)."""
 
     def __init__(self, ledger: Ledger) -> None:
-        self.ledger = ledger
+        self.ledger = ledger  # opening the ledger migrated it: the svc_* tables exist (migration 0003)
         self.engine = ledger.engine
-        with self.engine.connect() as conn:
-            have = set(inspect(conn).get_table_names())
-        if not {t.name for t in metadata.sorted_tables} <= have:
-            with self.write() as conn:
-                metadata.create_all(conn)
-                if conn.execute(select(meta.c.key).where(meta.c.key == "generation")).first() is None:
-                    conn.execute(meta.insert(), {"key": "generation", "value": 0})
 
     def write(self) -> Any:
         """A writer transaction holding the ledger's write lock (all-or-nothing)."""
@@ -227,10 +147,15 @@ class Store:
         with self.write() as conn:
             return int(conn.execute(token.delete().where(token.c.tenant == tenant)).rowcount)
 
-    def tenant_of(self, tok: str) -> str | None:
+    def tenant_of(self, tok: str) -> Tenant | None:
+        """The tenant a token belongs to (one indexed query on the token's SHA-256), or None."""
+        t = ledger_schema.tenant
+        q = select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256).join(
+            token, token.c.tenant == t.c.name
+        )
         with self.engine.connect() as conn:
-            row = conn.execute(select(token.c.tenant).where(token.c.sha256 == digest(tok))).first()
-        return None if row is None else str(row[0])
+            row = conn.execute(q.where(token.c.sha256 == digest(tok))).first()
+        return None if row is None else Tenant(*row)
 
     # --- price books ---------------------------------------------------------------------------
     def put_book(self, name: str, text: str) -> bool:
@@ -279,7 +204,7 @@ class Store:
             ).first()
         if row is None:
             return None
-        if now_ns - int(row[1]) > 2 * 10**9:  # write at most every 2 s per host (readers never wait)
+        if now_ns - int(row[1]) > HOST_LEASE_NS // 3:  # a write at most every 10 s per host (lease 30 s)
             with self.write() as conn:
                 conn.execute(update(host).where(host.c.name == row[0]).values(last_seen_ns=now_ns))
         return str(row[0])
@@ -352,7 +277,8 @@ class Store:
 
     # --- purchases -----------------------------------------------------------------------------
     _PCOLS = (
-        purchase.c.id, purchase.c.tenant, purchase.c.vm, purchase.c.port, purchase.c.model, purchase.c.cos,
+        purchase.c.id, purchase.c.tenant, purchase.c.vm, purchase.c.port, purchase.c.model,
+        purchase.c.scheme, purchase.c.guarantee, purchase.c.rate_bps, purchase.c.cos,
         purchase.c.theta_bps, purchase.c.omega, purchase.c.per_hour, purchase.c.currency, purchase.c.state,
         purchase.c.replaces, purchase.c.created_at, purchase.c.ended_at,
     )  # fmt: skip
@@ -430,8 +356,12 @@ class Store:
 
 
 def _prow(r: Any) -> PurchaseRow:
+    def opt_int(v: Any) -> int | None:
+        return None if v is None else int(v)
+
     return PurchaseRow(
-        int(r[0]), str(r[1]), str(r[2]), None if r[3] is None else int(r[3]), str(r[4]), str(r[5]),
-        int(r[6]), Decimal(r[7]), Decimal(r[8]), str(r[9]), str(r[10]),
-        None if r[11] is None else int(r[11]), str(r[12]), None if r[13] is None else str(r[13]),
+        int(r[0]), str(r[1]), str(r[2]), opt_int(r[3]), str(r[4]), str(r[5]),
+        None if r[6] is None else str(r[6]), opt_int(r[7]), str(r[8]), int(r[9]), Decimal(r[10]),
+        Decimal(r[11]), str(r[12]), str(r[13]), opt_int(r[14]), str(r[15]),
+        None if r[16] is None else str(r[16]),
     )  # fmt: skip

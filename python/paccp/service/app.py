@@ -20,8 +20,9 @@ and by the datapath's own :func:`paccp.datapath.paccp.params.check_pair`, usage 
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi import Path as PathParam
@@ -46,7 +47,7 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_RECORDS = 2000
 MAX_WAIT_S = 30.0
 HOUR_NS = 3_600_000_000_000
-SOLD_MODELS = ("vbp", "fbp")
+SOLD_MODELS = ("vbp", "fbp", "softbw")
 
 _STRICT = ConfigDict(extra="forbid")
 Name = Annotated[str, Field(min_length=1, max_length=128)]
@@ -111,8 +112,29 @@ async def _no_receive() -> Message:  # pragma: no cover - never called for a pla
 
 
 # --- request bodies ------------------------------------------------------------------------------
-class BuyIn(BaseModel):
-    """A purchase: a pair for a VM (VBP), or for one port of a VM (FBP); the price the tenant accepts."""
+class Terms(BaseModel):
+    """What is bought besides the pair: the scheme, and a SoftBW guarantee's terms."""
+
+    scheme: Literal["paccp", "softbw", "mptcp_bgwc"] | None = Field(
+        default=None,
+        description="paccp (a VBP/FBP pair; the default of vbp/fbp tenants), softbw (a guarantee; the default"
+        " of softbw tenants) or mptcp_bgwc (theta = the BG guarantee B_g, omega = the competition level A_l;"
+        " vbp tenants)",
+    )
+    guarantee: Literal["strict", "dynamic", "fair", "none"] | None = Field(
+        default=None,
+        description="SoftBW: the guarantee kind (default from cos: be none, ds fair, mrg strict)",
+    )
+    rate: str | int | None = Field(default=None, description="SoftBW: the rate the hourly price assumes")
+    size: Annotated[int, Field(ge=1, le=2**62)] | None = Field(default=None, description="SoftBW dynamic: S")
+    deadline: str | None = Field(
+        default=None, max_length=32, description='SoftBW dynamic: T after the start, e.g. "30s"'
+    )
+
+
+class BuyIn(Terms):
+    """A purchase: a pair for a VM (VBP), or for one port of a VM (FBP), a SoftBW guarantee or an MPTCP
+    BG/WC guarantee for a VM; the price the tenant accepts."""
 
     model_config = _STRICT
     vm: Name
@@ -123,8 +145,8 @@ class BuyIn(BaseModel):
     max_per_hour: Decimal = Field(description="the most the tenant agrees to pay per hour (from a quote)")
 
 
-class ChangeIn(BaseModel):
-    """An upgrade or downgrade of an active purchase to a new pair."""
+class ChangeIn(Terms):
+    """An upgrade or downgrade of an active purchase to a new pair (or guarantee) of the same scheme."""
 
     model_config = _STRICT
     cos: str = Field(max_length=8)
@@ -163,6 +185,21 @@ class ReportIn(BaseModel):
     model_config = _STRICT
     records: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_RECORDS)
     rates: dict[str, Annotated[int, Field(ge=0, le=10**15)]] = Field(default_factory=dict, max_length=10_000)
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A quote of what is bought, with the purchase row's scheme-specific columns."""
+
+    scheme: str
+    theta_bps: int
+    quote: Any
+    extra: dict[str, Any]
+
+    def row(self, cos: str) -> dict[str, Any]:
+        q = self.quote
+        return {"scheme": self.scheme, "cos": cos, "theta_bps": self.theta_bps, "omega": q.omega,
+                "per_hour": q.per_hour, "currency": q.currency, **self.extra}  # fmt: skip
 
 
 # --- the application ------------------------------------------------------------------------------
@@ -214,10 +251,10 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         return authorization.removeprefix("Bearer ").strip()
 
     def tenant_auth(authorization: Annotated[str | None, Header()] = None) -> Tenant:
-        name = store.tenant_of(_bearer(authorization))
-        if name is None:
+        t = store.tenant_of(_bearer(authorization))
+        if t is None:
             raise ServiceError(401, "unknown or revoked tenant token")
-        return ledger.tenant(name)
+        return t
 
     def admin_auth(authorization: Annotated[str | None, Header()] = None) -> None:
         if not same_secret(_bearer(authorization), admin_sha):
@@ -245,16 +282,40 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
             bk = books[t.book_sha256] = t.book
         return bk
 
-    def _price(t: Tenant, cos: str, theta: str | int, omega: Decimal) -> tuple[int, Any]:
+    def _price(t: Tenant, cos: str, theta: str | int, omega: Decimal, terms: Terms | None = None) -> Priced:
+        """The quote of what ``terms`` buy (their scheme, else the tenant model's), checked enforceable."""
         from paccp.datapath.paccp.params import check_pair
         from paccp.pricing.quote import quote
+        from paccp.units import parse_duration_ns
 
+        terms = terms or Terms()
         if t.model not in SOLD_MODELS:
-            raise ServiceError(400, f"tenant {t.name!r} is billed {t.model}: the API sells vbp and fbp")
+            raise ServiceError(400, f"tenant {t.name!r} is billed {t.model}: the API sells {SOLD_MODELS}")
+        scheme = terms.scheme or ("softbw" if t.model == "softbw" else "paccp")
+        allowed = {"vbp": ("paccp", "mptcp_bgwc"), "fbp": ("paccp",), "softbw": ("softbw",)}[t.model]
+        if scheme not in allowed:
+            raise ServiceError(400, f"a {t.model} tenant buys {' or '.join(allowed)}, not {scheme}")
         theta_bps = parse_rate_bps(str(theta))
-        q = quote(t.model, cos, theta_bps, omega, HOUR_NS, _book(t))
+        bk = _book(t)
+        if scheme == "softbw":
+            rate = None if terms.rate is None else parse_rate_bps(str(terms.rate))
+            deadline = None if terms.deadline is None else parse_duration_ns(terms.deadline)
+            q = quote("softbw", cos, theta_bps, omega, HOUR_NS, bk, guarantee=terms.guarantee,
+                      rate_bps=rate, size_bytes=terms.size, deadline_ns=deadline)  # fmt: skip
+            extra = {"guarantee": q.guarantee, "rate_bps": q.rate_bps, "size_bytes": terms.size,
+                     "deadline_ns": deadline}  # fmt: skip
+            return Priced(scheme, theta_bps, q, extra)
+        if terms.guarantee or terms.rate is not None or terms.size is not None or terms.deadline:
+            raise ServiceError(400, "guarantee, rate, size and deadline are SoftBW terms: leave them out")
+        if scheme == "mptcp_bgwc" and (bk.mptcp_bgwc is None or bk.mptcp_bgwc != bk.vbp):
+            # the ledger charges a VBP tenant's usage by [vbp]: sold only where the two sections agree
+            raise ServiceError(
+                400,
+                f"price book {bk.name!r} does not price MPTCP BG/WC as its VBP (the ledger bills by [vbp])",
+            )
+        q = quote(t.model, cos, theta_bps, omega, HOUR_NS, bk)
         check_pair(theta_bps, float(omega))  # what the datapath can enforce
-        return theta_bps, q
+        return Priced(scheme, theta_bps, q, {})
 
     def _own_vm(t: Tenant, name: str) -> Any:
         row = store.vm(name)
@@ -277,8 +338,8 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
             )
 
     def _port(t: Tenant, port: int | None) -> int | None:
-        if t.model == "vbp" and port is not None:
-            raise ServiceError(400, "a VBP purchase is for a whole VM: leave out port")
+        if t.model in ("vbp", "softbw") and port is not None:
+            raise ServiceError(400, f"a {t.model} purchase is for a whole VM: leave out port")
         if t.model == "fbp" and (port is None or not 1 <= port <= 65535):
             raise ServiceError(400, "an FBP purchase is for one port of a VM: give port 1..65535")
         return port
@@ -297,13 +358,15 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
     @app.get("/v1/quote", tags=["tenant"])
     def get_quote(
         t: TenantDep,
+        terms: Annotated[Terms, Query()],
         cos: Annotated[str, Query(max_length=8)] = "be",
         theta: Annotated[str, Query(max_length=32)] = "0",
         omega: Annotated[Decimal, Query()] = Decimal(1),
     ) -> dict[str, Any]:
-        """The price per hour of a pair (and of one hour), from the tenant's price book."""
-        _theta, q = _price(t, cos, theta, omega)
-        return q.to_json()
+        """The price per hour of a pair, a SoftBW guarantee or an MPTCP BG/WC guarantee, from the tenant's
+        price book."""
+        pr = _price(t, cos, theta, omega, terms)
+        return {**pr.quote.to_json(), "scheme": pr.scheme}
 
     @app.get("/v1/vms", tags=["tenant"])
     def my_vms(t: TenantDep) -> list[dict[str, Any]]:
@@ -340,12 +403,9 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         """Buy a pair at the quoted price (refused with 402 if it costs more than ``max_per_hour``)."""
         _own_vm(t, body.vm)
         port = _port(t, body.port)
-        theta_bps, q = _price(t, body.cos, body.theta, body.omega)
-        _accept(q, body.max_per_hour)
-        p = store.buy(
-            {"tenant": t.name, "vm": body.vm, "port": port, "model": t.model, "cos": body.cos,
-             "theta_bps": theta_bps, "omega": q.omega, "per_hour": q.per_hour, "currency": q.currency}
-        )  # fmt: skip
+        pr = _price(t, body.cos, body.theta, body.omega, body)
+        _accept(pr.quote, body.max_per_hour)
+        p = store.buy({"tenant": t.name, "vm": body.vm, "port": port, "model": t.model, **pr.row(body.cos)})
         log.info("tenant %s bought purchase %d (%s %s) for VM %s", t.name, p.id, t.model, p.cos, p.vm)
         return p.to_json()
 
@@ -355,13 +415,14 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         old = _own_purchase(t, pid)
         if old.state != "active":
             raise ServiceError(409, f"purchase {pid} is {old.state}, not active")
-        theta_bps, q = _price(t, body.cos, body.theta, body.omega)
-        _accept(q, body.max_per_hour)
+        pr = _price(t, body.cos, body.theta, body.omega, body)
+        if pr.scheme != old.scheme:
+            raise ServiceError(409, f"purchase {pid} is {old.scheme}: cancel it and buy {pr.scheme} instead")
+        _accept(pr.quote, body.max_per_hour)
         p = store.buy(
-            {"tenant": t.name, "vm": old.vm, "port": old.port, "model": t.model, "cos": body.cos,
-             "theta_bps": theta_bps, "omega": q.omega, "per_hour": q.per_hour, "currency": q.currency},
+            {"tenant": t.name, "vm": old.vm, "port": old.port, "model": t.model, **pr.row(body.cos)},
             replaces=pid,
-        )  # fmt: skip
+        )
         log.info("tenant %s changed purchase %d into %d", t.name, pid, p.id)
         return p.to_json()
 
@@ -483,7 +544,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
     def _desired(host_name: str) -> dict[str, Any]:
         gen = store.generation()
         rows = store.vms(host_name=host_name)
-        models = {t.name: t.model for t in ledger.tenants()}
+        models = {n: t.model for n, t in ledger.tenants_named({r.tenant for r in rows}).items()}
         bought = store.purchases(active_only=True, vms=[r.name for r in rows])
         vms = []
         for r in rows:
@@ -495,6 +556,8 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
                     "tenant": r.tenant,
                     "model": models.get(r.tenant, "vbp"),
                     "cgroup": r.cgroup,
+                    "scheme": pair.scheme if pair else "paccp",
+                    "guarantee": pair.guarantee if pair else None,
                     "theta_bps": pair.theta_bps if pair else 0,
                     "omega": format(pair.omega, "f") if pair else "1",
                     "rules": [

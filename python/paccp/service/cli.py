@@ -118,7 +118,28 @@ def agent_cmd(
     ag.run(metrics_port, metrics_addr)
 
 
-def register(app: typer.Typer) -> None:
-    """Add ``serve`` and ``agent`` to the root app."""
+def bench_service_cmd(
+    hosts: Annotated[int, typer.Option("--hosts", help="simulated hosts")] = 100_000,
+    vms: Annotated[int, typer.Option("--vms", help="VMs per host (one record each per period)")] = 4,
+    period: Annotated[str, typer.Option("--period", help="report period of every host")] = "10s",
+    seconds: Annotated[str, typer.Option("--seconds", help="how long the usage load runs")] = "120s",
+    rps: Annotated[float, typer.Option("--rps", help="tenant API requests per second")] = 200,
+    api_seconds: Annotated[
+        str, typer.Option("--api-seconds", help="how long the API load runs (0: none)")
+    ] = "30s",
+    workers: Annotated[int, typer.Option("--workers", help="reports in flight at most")] = 64,
+    out: Annotated[str, typer.Option("--out", help="also write the JSON to this file")] = "",
+) -> None:
+    """The controller under load on loopback over a throwaway PostgreSQL: usage ingest and API latency."""
+    from paccp.service.bench import run_cli
+
+    p, s, a = (parse_duration_ns(x) / 1e9 for x in (period, seconds, api_seconds))
+    run_cli(hosts, vms, p, s, rps, a, workers, out)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
+    """Add ``serve`` and ``agent`` to the root app, and ``service`` to ``bench``."""
     app.command("serve")(serve_cmd)
     app.command("agent")(agent_cmd)
+    if bench_app is not None:
+        bench_app.command("service")(bench_service_cmd)

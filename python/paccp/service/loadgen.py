@@ -44,38 +44,54 @@ def _setup(url: str, admin: str, hosts: int, vms: int) -> tuple[str, str, list[s
     return name, tok, [f"{name}-h{i}" for i in range(hosts)]
 
 
-def _paced(rate: float, seconds: float, fn: Any, workers: int) -> list[float]:
-    """Call ``fn()`` ``rate`` times a second for ``seconds`` (open loop, bounded by ``workers``)."""
+def _paced(rate: float, seconds: float, fn: Any, workers: int) -> tuple[list[float], int]:
+    """Call ``fn(k)`` ``rate`` times a second for ``seconds`` (open loop, at most ``workers`` in flight).
+
+    Bounded: nothing is queued beyond the workers, and nothing is started after ``seconds``; calls the
+    generator could not start on time (all workers busy) are not made, and counted. Returns the latencies
+    of the calls made and the number of calls missed.
+    """
     lat: list[float] = []
     lock = threading.Lock()
+    slots = threading.BoundedSemaphore(workers)
 
-    def one() -> None:
-        t = time.perf_counter()
-        fn()
-        with lock:
-            lat.append(time.perf_counter() - t)
+    def one(k: int) -> None:
+        try:
+            t = time.perf_counter()
+            fn(k)
+            with lock:
+                lat.append(time.perf_counter() - t)
+        finally:
+            slots.release()
 
     n = int(rate * seconds)
+    missed = 0
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
         for k in range(n):
-            delay = start + k / rate - time.perf_counter()
+            due = start + k / rate
+            delay = due - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            pool.submit(one)
-    return lat
+            if not slots.acquire(timeout=max(0.0, due + 1.0 / rate - time.perf_counter())):
+                missed += 1  # every worker still busy when the next call is due: the offer is not met
+                continue
+            pool.submit(one, k)
+    return lat, missed
 
 
-def api_load(url: str, admin: str, rps: float, seconds: float) -> dict[str, Any]:
-    _name, tok, _hosts = _setup(url, admin, 1, 4)
+def _pct(lat: list[float], q: int) -> float | None:
+    return round(statistics.quantiles(sorted(lat), n=100)[q - 1] * 1e3, 1) if len(lat) > 2 else None
+
+
+def api_load(url: str, tok: str, rps: float, seconds: float, workers: int = 64) -> dict[str, Any]:
+    """Tenant reads (``GET /v1/vms`` and ``GET /v1/quote``, alternating) at ``rps`` for ``seconds``."""
     client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {tok}"}, timeout=30,
-                          limits=httpx.Limits(max_connections=64))  # fmt: skip
+                          limits=httpx.Limits(max_connections=workers))  # fmt: skip
     errors = [0]
-    flip = [0]
 
-    def call() -> None:
-        flip[0] += 1
-        if flip[0] % 2:
+    def call(k: int) -> None:
+        if k % 2:
             r = client.get("/v1/vms")
         else:
             r = client.get("/v1/quote", params={"cos": "mrg", "theta": "400Mbit", "omega": "2"})
@@ -83,86 +99,100 @@ def api_load(url: str, admin: str, rps: float, seconds: float) -> dict[str, Any]
             errors[0] += 1
 
     t = time.perf_counter()
-    lat = sorted(_paced(rps, seconds, call, 64))
+    lat, missed = _paced(rps, seconds, call, workers)
     wall = time.perf_counter() - t
-    q = statistics.quantiles(lat, n=100)
+    client.close()
     return {"offered_rps": rps, "achieved_rps": round(len(lat) / wall, 1), "requests": len(lat),
-            "errors": errors[0], "p50_ms": round(q[49] * 1e3, 1), "p99_ms": round(q[98] * 1e3, 1),
-            "max_ms": round(lat[-1] * 1e3, 1)}  # fmt: skip
+            "missed": missed, "errors": errors[0], "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
+            "max_ms": round(max(lat) * 1e3, 1) if lat else None}  # fmt: skip
 
 
 def usage_load(
     url: str,
-    agent_token: str,
-    admin: str,
-    hosts: int,
+    tenant: str,
+    sessions: dict[str, str],
     vms: int,
     period: float,
     seconds: float,
     db: str | None,
+    workers: int = 32,
 ) -> dict[str, Any]:
-    name, _tok, host_names = _setup(url, admin, hosts, vms)
-    sessions = {}
-    with httpx.Client(base_url=url, timeout=30) as c:
-        for hn in host_names:
-            r = c.post(
-                "/v1/agent/register",
-                json={"host": hn, "instance_id": "load" + secrets.token_hex(6)},
-                headers={"Authorization": f"Bearer {agent_token}"},
-            )
-            r.raise_for_status()
-            sessions[hn] = r.json()["session"]
-    client = httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=64))
+    """Each host of ``sessions`` reports one record per VM (``<host>-v<j>``) every ``period`` seconds, one
+    report per host as an agent sends it; afterwards the ledger must hold every acknowledged record once."""
+    host_names = sorted(sessions)
+    hosts = len(host_names)
+    client = httpx.Client(base_url=url, timeout=60, limits=httpx.Limits(max_connections=workers))
     t0 = time.time_ns()
-    tick = [0]
     acked = [0]
     failed = [0]
     lock = threading.Lock()
-    counter = [0]
+    period_ns = int(period * 1e9)
 
-    def report() -> None:
-        with lock:
-            k = counter[0]
-            counter[0] += 1
+    def report(k: int) -> None:
         hn = host_names[k % hosts]
-        slot = k // hosts
-        start = t0 + slot * int(period * 1e9)
+        start = t0 + (k // hosts) * period_ns
         recs = [
-            {"record_id": f"load:{hn}:{j}:{start}", "source": "datapath", "tenant": name, "vm": f"{hn}-v{j}",
-             "cos": "be", "theta_bps": 0, "omega": "1", "start_ns": start,
-             "end_ns": start + int(period * 1e9), "bytes": 1000}
+            {"record_id": f"load:{hn}:{j}:{start}", "source": "datapath", "tenant": tenant,
+             "vm": f"{hn}-v{j}", "cos": "be", "theta_bps": 0, "omega": "1", "start_ns": start,
+             "end_ns": start + period_ns, "bytes": 1000}
             for j in range(vms)
         ]  # fmt: skip
-        r = client.post("/v1/agent/report", json={"records": recs},
-                        headers={"Authorization": f"Bearer {sessions[hn]}"})  # fmt: skip
+        try:
+            r = client.post("/v1/agent/report", json={"records": recs},
+                            headers={"Authorization": f"Bearer {sessions[hn]}"})  # fmt: skip
+            ok = r.status_code == 200 and r.json().get("new") == len(recs)
+        except httpx.HTTPError:
+            ok = False
         with lock:
-            if r.status_code == 200:
+            if ok:
                 acked[0] += len(recs)
             else:
                 failed[0] += 1
-        tick[0] += 1
 
-    rate = hosts / period  # reports per second
     t = time.perf_counter()
-    lat = _paced(rate, seconds, report, 32)
+    lat, missed = _paced(hosts / period, seconds, report, workers)
     wall = time.perf_counter() - t
+    client.close()
     out: dict[str, Any] = {
+        "hosts": hosts,
+        "vms_per_host": vms,
+        "period_s": period,
+        "seconds": seconds,
         "offered_records_per_s": round(hosts * vms / period, 1),
         "acknowledged_records_per_s": round(acked[0] / wall, 1),
         "acknowledged": acked[0],
         "failed_reports": failed[0],
-        "report_p99_ms": round(statistics.quantiles(sorted(lat), n=100)[98] * 1e3, 1)
-        if len(lat) > 2
-        else None,
+        "missed_reports": missed,
+        "report_p50_ms": _pct(lat, 50),
+        "report_p99_ms": _pct(lat, 99),
     }
     if db:
         from paccp.pricing.ledger import Ledger
 
         led = Ledger(db, create=False)
-        recs = led.usage(name, 0, 2**62)
+        recs = led.usage(tenant, 0, 2**62)
+        led.close()
         out["in_ledger"] = len(recs)
         out["distinct_ids"] = len({r.record_id for r in recs})
+        out["nothing_lost_or_doubled"] = out["in_ledger"] == out["distinct_ids"] == acked[0]
     return out
+
+
+def setup_api(url: str, admin: str, hosts: int, vms: int, agent_token: str | None) -> tuple[str, str, dict]:
+    """A tenant, ``hosts`` x ``vms`` VMs and (with ``agent_token``) the hosts' sessions, through the API."""
+    name, tok, host_names = _setup(url, admin, hosts, vms)
+    sessions: dict[str, str] = {}
+    if agent_token:
+        with httpx.Client(base_url=url, timeout=30) as c:
+            for hn in host_names:
+                r = c.post(
+                    "/v1/agent/register",
+                    json={"host": hn, "instance_id": "load" + secrets.token_hex(6)},
+                    headers={"Authorization": f"Bearer {agent_token}"},
+                )
+                r.raise_for_status()
+                sessions[hn] = r.json()["session"]
+    return name, tok, sessions
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -180,12 +210,14 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     admin = Path(a.admin_token_file).read_text().strip()
     if a.load == "api":
-        res = api_load(a.url, admin, a.rps, a.seconds)
+        _name, tok, _s = setup_api(a.url, admin, 1, 4, None)
+        res = api_load(a.url, tok, a.rps, a.seconds)
     else:
         if not a.agent_token_file:
             ap.error("usage load needs --agent-token-file")
         agent = Path(a.agent_token_file).read_text().strip()
-        res = usage_load(a.url, agent, admin, a.hosts, a.vms, a.period, a.seconds, a.db)
+        name, _tok, sessions = setup_api(a.url, admin, a.hosts, a.vms, agent)
+        res = usage_load(a.url, name, sessions, a.vms, a.period, a.seconds, a.db)
     res["load_average_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(res, indent=2))
 

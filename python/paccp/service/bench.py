@@ -1,0 +1,165 @@
+"""``paccp bench service``: the controller under load on loopback, over a throwaway PostgreSQL (JSON figures).
+
+1. A throwaway PostgreSQL server (:mod:`paccp.pricing.pgtemp`, default durability) and a ledger in it.
+2. A tenant, ``--hosts`` hosts with ``--vms`` VMs each and the hosts' agent sessions, enrolled in bulk in
+   the database (registering 100,000 hosts one request at a time would take longer than the load itself).
+3. ``paccp serve`` as a child process, on a free loopback port.
+4. Tenant reads at ``--rps`` requests/s for ``--api-seconds`` (:func:`paccp.service.loadgen.api_load`) by a
+   tenant with 4 VMs: latency percentiles.
+5. Usage: every host reports one record per VM every ``--period`` for ``--seconds``, one report per host
+   as an agent sends it (:func:`paccp.service.loadgen.usage_load`); afterwards the ledger must hold every
+   acknowledged record exactly once.
+
+The generator is bounded (at most ``--workers`` requests in flight, nothing started after the time is up);
+reports it could not start on time are counted as ``missed_reports``. Each phase gives the controller's CPU
+seconds (from ``/proc``) and the load average, since on a shared machine wall-clock rates vary with it.
+Nothing here asserts a time: the figures are for the operator guide (``docs/service.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from paccp.errors import UserError
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def enrol_bulk(db: str, hosts: int, vms: int) -> tuple[str, str, dict[str, str]]:
+    """Tenant ``load`` with ``hosts`` hosts held by sessions and ``vms`` VMs on each (in one transaction),
+    and tenant ``reader`` with 4 VMs for the API load: (``load``, reader's token, {host: session})."""
+    from paccp.pricing.book import load_book
+    from paccp.pricing.ledger import Ledger
+    from paccp.pricing.schema import svc_host, svc_vm
+    from paccp.service._store import Store, digest, new_token, now_iso
+
+    led = Ledger(db)
+    led.add_tenant("load", "vbp", load_book(None)[1])
+    led.add_tenant("reader", "vbp", load_book(None)[1])  # the API load's tenant: 4 VMs, as a tenant has
+    store = Store(led)
+    tok = store.add_token("reader")
+    for j in range(4):
+        store.add_vm(f"reader-v{j}", "reader", "load-h0", f"/reader/v{j}")
+    now, at = time.time_ns(), now_iso()
+    sessions = {f"load-h{i}": new_token("ps") for i in range(hosts)}
+    with store.write() as conn:
+        conn.execute(
+            svc_host.insert(),
+            [{"name": h, "instance_id": "bench-agent", "session_sha256": digest(s), "registered_at": at,
+              "last_seen_ns": now} for h, s in sessions.items()],
+        )  # fmt: skip
+        conn.execute(
+            svc_vm.insert(),
+            [{"name": f"{h}-v{j}", "tenant": "load", "host": h, "cgroup": f"/{h}/v{j}", "created_at": at}
+             for h in sessions for j in range(vms)],
+        )  # fmt: skip
+        store.bump(conn)
+    led.close()
+    return "load", tok, sessions
+
+
+def run_cli(
+    hosts: int,
+    vms: int,
+    period_s: float,
+    seconds: float,
+    rps: float,
+    api_seconds: float,
+    workers: int,
+    out: str,
+) -> None:
+    """Run the bench; print the JSON (and write it to ``out``)."""
+    import httpx
+
+    from paccp.pricing.pgtemp import temp_postgres
+    from paccp.service.loadgen import api_load, usage_load
+
+    if not (1 <= hosts <= 1_000_000 and 1 <= vms <= 64 and 0 < period_s <= 3600 and 0 < seconds <= 3600):
+        raise UserError("--hosts 1..1,000,000, --vms 1..64, --period and --seconds in (0, 1 h]")
+    if not (0 < rps <= 100_000 and 0 <= api_seconds <= 3600 and 1 <= workers <= 512):
+        raise UserError("--rps in (0, 100,000], --api-seconds 0..3600, --workers 1..512")
+    doc: dict[str, Any] = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
+                                       "cpu_count": os.cpu_count()}}  # fmt: skip
+    with temp_postgres(durable=True) as pg, tempfile.TemporaryDirectory(prefix="paccp-svcbench-") as tmp:
+        db = pg.create_database("svc")
+        print(f"bench service: enrolling {hosts} hosts x {vms} VMs ...", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        tenant, tok, sessions = enrol_bulk(db, hosts, vms)
+        doc["enrol_s"] = round(time.perf_counter() - t, 1)
+        admin, agent = Path(tmp) / "admin.token", Path(tmp) / "agent.token"
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}"
+        cmd = [sys.executable, "-c", "from paccp.cli import main; main()", "serve", "--db", db,
+               "--port", str(port), "--admin-token-file", str(admin), "--agent-token-file", str(agent),
+               "--log-level", "warning"]  # fmt: skip
+        with (Path(tmp) / "serve.log").open("wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = (Path(tmp) / "serve.log").read_text(errors="replace")[-400:]
+                    raise UserError(f"bench service: the controller did not start: {tail.strip()}")
+                time.sleep(0.2)
+            if api_seconds > 0:
+                print(f"bench service: {rps} requests/s for {api_seconds} s ...", file=sys.stderr, flush=True)
+                before, cpu = _load(), _cpu_s(proc.pid)
+                res = api_load(url, tok, rps, api_seconds, workers=64)
+                res["controller_cpu_s"] = round(_cpu_s(proc.pid) - cpu, 2)
+                doc["api"] = {**res, "load_average_before": before, "load_average_after": _load()}
+            print(f"bench service: usage for {seconds} s ...", file=sys.stderr, flush=True)
+            before, cpu = _load(), _cpu_s(proc.pid)
+            scpu = pg.server_cpu_s()
+            res = usage_load(url, tenant, sessions, vms, period_s, seconds, None, workers=workers)
+            ctl_cpu, pg_cpu = _cpu_s(proc.pid) - cpu, pg.server_cpu_s() - scpu
+            res.update(controller_cpu_s=round(ctl_cpu, 2), postgres_cpu_s=round(pg_cpu, 2),
+                       records_per_controller_cpu_s=round(res["acknowledged"] / max(ctl_cpu, 1e-9)),
+                       load_average_before=before, load_average_after=_load())  # fmt: skip
+        finally:
+            proc.terminate()  # uvicorn drains in-flight requests first; a backlog may take longer
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        from paccp.pricing.ledger import Ledger
+
+        led = Ledger(db, create=False)
+        stored = led.usage(tenant, 0, 2**62)
+        led.close()
+        res["in_ledger"] = len(stored)
+        res["distinct_ids"] = len({r.record_id for r in stored})
+        res["nothing_lost_or_doubled"] = res["in_ledger"] == res["distinct_ids"] == res["acknowledged"]
+        doc["usage"] = res
+    doc["targets"] = {"usage_records_per_s": 40_000, "api_p99_ms_at_200_rps": 100}
+    text = json.dumps(doc, indent=2, sort_keys=True)
+    print(text)
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
