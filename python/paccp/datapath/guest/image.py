@@ -143,6 +143,8 @@ def _ko_bytes(path: Path) -> bytes:
 def shared_libs(binary: str) -> list[Path]:
     """The shared libraries (and the loader) ``ldd`` lists for ``binary``."""
     res = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    if "not a dynamic executable" in res.stdout + res.stderr:
+        return []
     if res.returncode != 0:
         raise EnvironmentUnsupported(f"ldd {binary}: {res.stderr.strip()}")
     libs = []
@@ -197,6 +199,8 @@ def _inputs(release: str) -> list[tuple[str, Path]]:
     for tool in (BUSYBOX, "/usr/bin/iperf3"):
         if not Path(tool).is_file():
             raise EnvironmentUnsupported(f"{tool} is missing: run tools/install-system-deps.sh")
+    if shared_libs(BUSYBOX):
+        raise EnvironmentUnsupported(f"{BUSYBOX} is dynamically linked: install busybox-static")
     files = [("bin/busybox", Path(BUSYBOX)), ("usr/bin/iperf3", Path("/usr/bin/iperf3"))]
     files += [(str(lib).lstrip("/"), lib) for lib in shared_libs("/usr/bin/iperf3")]
     files += [(f"lib/paccp-mod/{_mod_name(p.name)}.ko", p) for p in module_files(release)]
