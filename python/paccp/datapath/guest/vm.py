@@ -269,6 +269,14 @@ class Guest:
                 raise GuestError(f"guest job {job} still running after {timeout:g} s")
             time.sleep(poll_s)
 
+    def wait_listening(self, port: int, timeout: float = 30.0) -> None:
+        """Wait until a TCP socket listens on ``port`` in the guest (a server started by :meth:`spawn`)."""
+        deadline = time.monotonic() + timeout
+        while f":{port} " not in self.run("netstat -ltn", timeout=30):
+            if time.monotonic() > deadline:
+                raise GuestError(f"nothing listens on port {port} in the guest after {timeout:g} s")
+            time.sleep(0.2)
+
     # --- teardown -------------------------------------------------------------------------------------
     def close(self) -> None:
         """Power off (kill QEMU), remove the tap if made here; idempotent."""
