@@ -119,8 +119,8 @@ def test_window_rates_and_share_within_tolerance() -> None:
 
 
 def test_auto_rate_is_what_the_guest_alone_pushes_in_90_percent_of_windows() -> None:
-    # 10 windows: the 10th percentile is the second lowest (12 Mbit/s) -> 10 Mbit/s
+    # 10 windows: the 10th percentile is the second lowest (12 Mbit/s)
     windows = [e * 1e6 for e in (3, 12, 40, 50, 60, 70, 80, 90, 100, 110)]
-    assert experiment.auto_rate(windows) == 10_000_000
+    assert experiment.auto_rate(windows) == 5_000_000  # at most half of it
     assert experiment.auto_rate([1e5] * 10) == experiment.AUTO_RATES_BPS[-1]
     assert experiment.auto_rate([500e6] * 10) == experiment.AUTO_RATES_BPS[0]

@@ -46,6 +46,7 @@ PORT = 5201
 GUEST_TAP = "tq"
 # port rates --rate auto picks from, highest first (TCG guests push tens of Mbit/s, less under load)
 AUTO_RATES_BPS = (100_000_000, 50_000_000, 20_000_000, 10_000_000, 5_000_000, 2_000_000)
+HEADROOM = 2.0  # the guest alone pushes this many times the port rate (in >= 90 % of windows)
 GUEST_SLACK_S = 8.0  # the guest's iperf3 runs this much longer than the phase (its start is slow)
 
 
@@ -164,6 +165,7 @@ class _Bed:
         self.vms = vms
         self.port = port
         self.r_ifs = r_ifs
+        self.retransmits: dict[str, int | None] = {}
 
     def flows(
         self, seconds: float, outdir: Path, tag: str
@@ -208,11 +210,21 @@ class _Bed:
         self.guest.run_rc("killall -INT iperf3", timeout=30)
         _rc, text = self.guest.wait(job, timeout=60, poll_s=1.0)
         (outdir / f"iperf-{tag}-{gvm.name}.txt").write_text(text)
+        self.retransmits[tag] = guest_retransmits(text)
         samples = sampler.stop()
         for s in servers:
             with contextlib.suppress(Exception):
                 s.send_signal(signal.SIGTERM)
         return samples, t0
+
+
+def guest_retransmits(iperf_text: str) -> int | None:
+    """Retransmissions of the guest's iperf3 client (its sender summary): > 0 means it was sending into
+    a full queue, i.e. the network, not the emulator, limited it."""
+    m = re.findall(
+        r"^\[(?:SUM|\s*\d+)\]\s+\S+\s+sec\s+\S+\s+\S+\s+\S+\s+\S+\s+(\d+)\s+sender", iperf_text, re.M
+    )
+    return int(m[-1]) if m else None
 
 
 def build(net: testbed.Net) -> tuple[str, dict[str, str]]:
@@ -277,8 +289,10 @@ def _port_policy(
 
 
 def auto_rate(alone_windows_bps: list[float]) -> int:
-    """The highest of :data:`AUTO_RATES_BPS` the guest alone pushes in >= 90 % of its windows."""
-    floor = _p10(alone_windows_bps)
+    """The highest of :data:`AUTO_RATES_BPS` at most half of what the guest alone pushes in >= 90 % of
+    its windows: when both VMs send, the emulator shares the CPU with the other VM's flows and the
+    forwarding, so alone it must push more than the port."""
+    floor = _p10(alone_windows_bps) / HEADROOM
     return next((r for r in AUTO_RATES_BPS if r <= floor), AUTO_RATES_BPS[-1])
 
 
@@ -339,6 +353,7 @@ def run(
                 phases[tag] = _phase_stats(samples, t0 + WARMUP_S, t0 + seconds, opt)
                 phases[tag]["policy"] = policy
                 phases[tag]["cpu_busy"] = round(busy, 3) if busy is not None else None
+                phases[tag]["guest_retransmits"] = bed.retransmits.get(tag)
     finally:
         net.cleanup()
     assert rate_bps is not None
@@ -364,10 +379,10 @@ def _summary(
     p10 = phases["alone"]["p10_mbps"]
     checks = [
         {
-            "statement": f"the {accel.upper()} guest alone pushes the port rate in >= 90 % of 100 ms windows",
+            "statement": f"the {accel.upper()} guest alone pushes 2x the port rate in >= 90 % of windows",
             "paper": "the testbed measures the scheme, not the machine",
             "ours": f"guest alone: mean {alone:.1f}, 10th percentile {p10:.1f} Mbit/s; port {rate:g} Mbit/s",
-            "holds": p10 >= rate,
+            "holds": p10 >= HEADROOM * rate,
         }
     ]
     fifo = phases.get("fifo")
