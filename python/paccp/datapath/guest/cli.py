@@ -51,7 +51,7 @@ def kvm_guest_cmd(
     Phases: the guest alone (what the emulator lets it push), both VMs at a FIFO port, both VMs under the
     host enforcer. Checks against PACCP's optimum share in 100 ms windows, measured on the host side.
     """
-    from paccp.datapath import mptcp_cli
+    from paccp.datapath.core.summary import checks_table
     from paccp.datapath.guest import experiment
 
     rate_bps = None if rate.strip().lower() == "auto" else limits.check_rate(rate, "--rate", positive=True)
@@ -65,7 +65,7 @@ def kvm_guest_cmd(
     if accel not in ("tcg", "kvm"):
         raise UserError(f"--accel must be tcg or kvm, got {accel!r}")
     summary = experiment.run(rate_bps, dur, out, gvm, nvm, accel=accel, enforce=enforce)
-    mptcp_cli._checks_table(summary)
+    checks_table(summary)
     print(f"summary -> {shown_path(out / 'summary.json')}")
 
 

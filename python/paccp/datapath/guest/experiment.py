@@ -1,6 +1,6 @@
 """``paccp testbed kvm-guest``: a QEMU guest with its own kernel and congestion control at a host port.
 
-Topology (namespaces of :class:`paccp.datapath.testbed.Net`, plus the guest's tap)::
+Topology (namespaces of :class:`paccp.datapath.netns.Net`, plus the guest's tap)::
 
     QEMU guest (own kernel, cc, N conns) --tap tq--+
                                                     h --port--> r --> d0 (the guest's receiver)
@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from paccp.datapath import testbed
-from paccp.datapath.drive import CpuMeter, judge
+from paccp.datapath.core import netns
+from paccp.datapath.core.drive import CpuMeter, judge
+from paccp.datapath.paccp import testbed
 from paccp.datapath.guest.vm import CCS, Guest
 from paccp.errors import EnvironmentUnsupported, UserError
 
@@ -106,7 +107,7 @@ class _Sampler:
 
     def _run(self) -> None:
         try:
-            testbed.setns_net(self.netns)
+            netns.setns_net(self.netns)
             nxt = time.monotonic()
             while not self._stop.is_set():
                 self.samples.append((time.monotonic(), self._read()))
@@ -159,7 +160,7 @@ def within_share(rates: list[float], optimum_bps: float, tol: float = TOLERANCE)
 class _Bed:
     """The namespaces, the guest and the iperf3 runs of one experiment."""
 
-    def __init__(self, net: testbed.Net, guest: Guest, vms: tuple[Vm, Vm], port: str, r_ifs: dict[str, str]):
+    def __init__(self, net: netns.Net, guest: Guest, vms: tuple[Vm, Vm], port: str, r_ifs: dict[str, str]):
         self.net = net
         self.guest = guest
         self.vms = vms
@@ -227,7 +228,7 @@ def guest_retransmits(iperf_text: str) -> int | None:
     return int(m[-1]) if m else None
 
 
-def build(net: testbed.Net) -> tuple[str, dict[str, str]]:
+def build(net: netns.Net) -> tuple[str, dict[str, str]]:
     """Namespaces h (host), r, n1, d0, d1; returns h's port and r's interface per receiver."""
     for node in ("h", "r"):
         net.add_node(node, router=True)
@@ -266,7 +267,7 @@ def _phase_stats(
 
 @contextlib.contextmanager
 def _port_policy(
-    net: testbed.Net, port: str, rate_bps: int, vms: list[tuple[str, str, Vm]], enforce: bool
+    net: netns.Net, port: str, rate_bps: int, vms: list[tuple[str, str, Vm]], enforce: bool
 ) -> Iterator[str]:
     """The port for one phase: the host enforcer (enforce on or off) when present, else (off only) a FIFO."""
     if enforcer_available():
@@ -281,7 +282,7 @@ def _port_policy(
         return
     if enforce:
         raise EnvironmentUnsupported("the host enforcer (paccp.datapath.host) is not in this build")
-    net.shape("h", port, rate_bps, testbed.queue_bytes(rate_bps))
+    net.shape("h", port, rate_bps, netns.queue_bytes(rate_bps))
     try:
         yield "HTB + bfifo at the port rate (one FIFO)"
     finally:
@@ -314,7 +315,7 @@ def run(
         if vm.cc not in CCS or not 1 <= vm.conns <= 64:
             raise UserError(f"{vm.name}: cc must be one of {', '.join(CCS)} and connections 1..64")
     out.mkdir(parents=True, exist_ok=True)
-    net = testbed.Net()
+    net = netns.Net()
     phases: dict[str, Any] = {}
     seconds = duration_s + WARMUP_S
     flows = [testbed.FlowSpec(vm.name, vm.theta_bps, vm.omega) for vm in (guest_vm, ns_vm)]
@@ -362,7 +363,7 @@ def run(
     return summary
 
 
-def _ns_ifname(net: testbed.Net, node: str, addr: str) -> str:
+def _ns_ifname(net: netns.Net, node: str, addr: str) -> str:
     res = net.exec(node, "ip", "-o", "-4", "addr", "show")
     m = re.search(rf"^\d+:\s+(\S+)\s+inet {re.escape(addr)}/", res.stdout, re.M)
     if m is None:
