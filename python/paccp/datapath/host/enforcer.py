@@ -38,6 +38,7 @@ What it sets up (all in the host's namespace):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -62,6 +63,7 @@ HOST_SHARE = 0.01  # of the port, reserved for the host's own traffic (probes, c
 IDLE_FLOOR = 0.005  # of the port: the rate of an idle VM's leaf until the agent sees it active
 ACTIVE_SHARE = 0.005  # of the port per tick: a VM that sent more than this is active
 FRAME = 1514
+USED_SHARE = 0.9  # the fabric law increases a VM's rate only while it sends at least this share of it
 SAMPLE_SLACK_S = 0.003  # a counter sample is recorded only if reading it took at most this (median 0.7 ms)
 MAX_VMS = 0xEF00
 
@@ -100,8 +102,8 @@ class FabricLaw:
     """The fabric reaction: probe ``peer`` (an IPv4 address beyond the shared bottleneck)."""
 
     peer: str
-    target_s: float = 0.0005  # queueing delay above this marks a tick
-    step_frac: float = 0.004  # additive increase per tick and unit of omega, as a share of the port
+    target_s: float = 0.002  # queueing delay above this marks a tick
+    step_frac: float = 0.004  # additive increase per agent interval and unit of omega, as a share of the port
     gain: float = 1 / 16  # DCTCP's gain of the marked share
     probe_every_s: float = 0.002
 
@@ -173,7 +175,9 @@ class HostEnforcer:
 
     # --- configuration ---------------------------------------------------------------------------------
 
-    def add_vm(self, name: str, ifname: str, theta_bps: int, omega: float, cap_bps: int | None = None) -> None:
+    def add_vm(
+        self, name: str, ifname: str, theta_bps: int, omega: float, cap_bps: int | None = None
+    ) -> None:
         """VM ``name`` sends through host-side interface ``ifname`` with pair (theta, omega)."""
         core.check_pair(theta_bps, omega)
         if self._thread is not None:
@@ -197,10 +201,28 @@ class HostEnforcer:
 
     def _htb_class(self, verb: str, classid: int, rate: int, ceil: int, prio: int, quantum: int) -> None:
         self._tc(
-            "class", verb, "dev", self.port, "parent", "1:1", "classid", _cls(classid), "htb",
-            "rate", f"{rate}bit", "ceil", f"{ceil}bit", "burst", "15k", "cburst", "15k",
-            "quantum", str(quantum), "prio", str(prio),
-        )  # fmt: skip
+            "class",
+            verb,
+            "dev",
+            self.port,
+            "parent",
+            "1:1",
+            "classid",
+            _cls(classid),
+            "htb",
+            "rate",
+            f"{rate}bit",
+            "ceil",
+            f"{ceil}bit",
+            "burst",
+            "15k",
+            "cburst",
+            "15k",
+            "quantum",
+            str(quantum),
+            "prio",
+            str(prio),
+        )
 
     def _load(self) -> None:
         core.require_env()
@@ -224,36 +246,85 @@ class HostEnforcer:
         c = self.rate_bps
         self._touched.append(self.port)
         self._tc("qdisc", "replace", "dev", self.port, "root", "handle", "1:", "htb", "default", "ff")
-        self._tc("class", "add", "dev", self.port, "parent", "1:", "classid", "1:1", "htb", "rate",
-                 f"{c}bit", "ceil", f"{c}bit", "burst", "15k", "cburst", "15k")  # fmt: skip
+        self._tc(
+            "class",
+            "add",
+            "dev",
+            self.port,
+            "parent",
+            "1:",
+            "classid",
+            "1:1",
+            "htb",
+            "rate",
+            f"{c}bit",
+            "ceil",
+            f"{c}bit",
+            "burst",
+            "15k",
+            "cburst",
+            "15k",
+        )
         host_rate = int(c * HOST_SHARE) if self.enforce else c
         self._htb_class("add", HOST_CLASS, host_rate, c, 0, FRAME)
         self._tc("qdisc", "add", "dev", self.port, "parent", "1:ff", "bfifo", "limit", str(self.queue_bytes))
+        if not self.enforce:  # the baseline: the port's htb alone (one FIFO), no program, no leaf
+            for vm in self._vms.values():
+                vm.ifindex = _ifindex(self.netns, vm.usage.ifname)
+            self._start()
+            return
         fd = bpfsys.obj_get(str(Path(self._pin, VM_MAP)))
         try:
             for vm in self._vms.values():
                 vm.ifindex = _ifindex(self.netns, vm.usage.ifname)
-                # baseline: the mark names no leaf (minor 0), so everything shares the default FIFO
-                cls = vm_class(vm.index) if self.enforce else 0x10000
-                bpfsys.update(fd, struct.pack("<I", vm.ifindex), VM_VAL.pack(cls, 0, 0, 0))
+                bpfsys.update(fd, struct.pack("<I", vm.ifindex), VM_VAL.pack(vm_class(vm.index), 0, 0, 0))
         finally:
             os.close(fd)
-        if self.enforce:
-            floor = self._floor()
-            for vm in self._vms.values():
-                vm.set_rate, vm.set_ceil = floor, vm.cap_bps
-                self._htb_class("add", vm_class(vm.index), floor, vm.cap_bps, 1, FRAME)
-                self._tc("qdisc", "add", "dev", self.port, "parent", _cls(vm_class(vm.index)), "bfifo",
-                         "limit", str(self.queue_bytes))  # fmt: skip
-                vm.law_bps = vm.cap_bps / len(self._vms)  # the law starts from an equal split
+        floor = self._floor()
+        for vm in self._vms.values():
+            vm.set_rate, vm.set_ceil = floor, vm.cap_bps
+            self._htb_class("add", vm_class(vm.index), floor, vm.cap_bps, 1, FRAME)
+            self._tc(
+                "qdisc",
+                "add",
+                "dev",
+                self.port,
+                "parent",
+                _cls(vm_class(vm.index)),
+                "bfifo",
+                "limit",
+                str(self.queue_bytes),
+            )
+            vm.law_bps = vm.cap_bps / len(self._vms)  # the law starts from an equal split
         self._tc("qdisc", "add", "dev", self.port, "clsact")
-        self._tc("filter", "add", "dev", self.port, "egress", "bpf", "direct-action", "object-pinned",
-                 str(Path(self._pin, PROG_OUT)))  # fmt: skip
+        self._tc(
+            "filter",
+            "add",
+            "dev",
+            self.port,
+            "egress",
+            "bpf",
+            "direct-action",
+            "object-pinned",
+            str(Path(self._pin, PROG_OUT)),
+        )
         for vm in self._vms.values():
             self._touched.append(vm.usage.ifname)
             self._tc("qdisc", "add", "dev", vm.usage.ifname, "clsact")
-            self._tc("filter", "add", "dev", vm.usage.ifname, "ingress", "bpf", "direct-action",
-                     "object-pinned", str(Path(self._pin, PROG_IN)))  # fmt: skip
+            self._tc(
+                "filter",
+                "add",
+                "dev",
+                vm.usage.ifname,
+                "ingress",
+                "bpf",
+                "direct-action",
+                "object-pinned",
+                str(Path(self._pin, PROG_IN)),
+            )
+        self._start()
+
+    def _start(self) -> None:
         self._t0 = time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name=f"host-agent-{self.port}", daemon=True)
@@ -291,6 +362,24 @@ class HostEnforcer:
             raise EnvironmentUnsupported(f"the host agent stopped: {self._error}")
         with self._lock:
             return {n: VmUsage(**vars(v.usage)) for n, v in self._vms.items()}
+
+    def prog_stats(self) -> dict[str, tuple[int, int]]:
+        """(run_time_ns, run_cnt) of each of this enforcer's programs (kernel BPF statistics: counted only
+        while ``kernel.bpf_stats_enabled`` is 1)."""
+        out = {}
+        for prog in (PROG_IN, PROG_OUT):
+            res = subprocess.run(
+                ["bpftool", "-j", "prog", "show", "pinned", str(Path(self._pin, prog))],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            try:
+                d = json.loads(res.stdout)
+            except json.JSONDecodeError:
+                d = {}
+            out[prog] = (int(d.get("run_time_ns", 0)), int(d.get("run_cnt", 0)))
+        return out
 
     def interval_achieved_s(self) -> float:
         """Mean time between the agent's ticks so far (the loaded machine may stretch it)."""
@@ -338,7 +427,7 @@ class HostEnforcer:
                             vm.last_active = t
                         u.active = t - vm.last_active <= self.hold_s
                         if self.fabric is not None and delay is not None:
-                            self._law(vm, marked, alpha)
+                            self._law(vm, marked, alpha, dt)
                     if self.enforce:
                         self._allocate(nl)
                     if t >= next_rec and tight:
@@ -352,13 +441,18 @@ class HostEnforcer:
         finally:
             os.close(fd)
 
-    def _law(self, vm: _Vm, marked: bool, alpha: float) -> None:
+    def _law(self, vm: _Vm, marked: bool, alpha: float, dt: float) -> None:
+        """One step of the law over ``dt`` seconds (per unit of time, not per tick: hosts whose agents tick
+        at different paces on a loaded machine still move at the same speed)."""
         assert self.fabric is not None
         u = vm.usage
+        k = dt / self.interval_s
         if marked:
-            vm.law_bps = max(float(u.theta_bps), vm.law_bps * (1 - alpha / 2))
-        elif u.active:
-            vm.law_bps = min(float(vm.cap_bps), vm.law_bps + u.omega * self.fabric.step_frac * self.rate_bps)
+            vm.law_bps = max(float(u.theta_bps), vm.law_bps * (1 - alpha / 2) ** k)
+        elif u.active and u.rate_bps >= USED_SHARE * min(vm.law_bps, u.alloc_bps or vm.law_bps):
+            # increase only a rate the VM uses (the law's "if the connection used its window")
+            step = u.omega * self.fabric.step_frac * self.rate_bps * k
+            vm.law_bps = min(float(vm.cap_bps), vm.law_bps + step)
 
     def _allocate(self, nl: _Netlink) -> None:
         vms = list(self._vms.values())
@@ -433,8 +527,19 @@ class _Netlink:
         return out
 
     def change_class(self, handle: int, rate: int, ceil: int, quantum: int) -> None:
-        self.ipr.tc("change-class", "htb", self.idx, handle, parent=ROOT_CLASS, rate=f"{rate}bit",
-                    ceil=f"{ceil}bit", burst=15000, cburst=15000, quantum=quantum, prio=1)  # fmt: skip
+        self.ipr.tc(
+            "change-class",
+            "htb",
+            self.idx,
+            handle,
+            parent=ROOT_CLASS,
+            rate=f"{rate}bit",
+            ceil=f"{ceil}bit",
+            burst=15000,
+            cburst=15000,
+            quantum=quantum,
+            prio=1,
+        )
 
 
 ICMP_ECHO, ICMP_REPLY = 8, 0
@@ -522,8 +627,14 @@ class _Prober:
                 typ, _code, _ck, rid, rseq = struct.unpack("!BBHHH", data[hl : hl + 8])
                 if typ != ICMP_REPLY or rid != ident or rseq not in sent:
                     continue
-                rx = next((struct.unpack("qq", d[:16]) for lvl, ty, d in anc
-                           if lvl == socket.SOL_SOCKET and ty == SO_TIMESTAMPNS), None)  # fmt: skip
+                rx = next(
+                    (
+                        struct.unpack("qq", d[:16])
+                        for lvl, ty, d in anc
+                        if lvl == socket.SOL_SOCKET and ty == SO_TIMESTAMPNS
+                    ),
+                    None,
+                )
                 rx_ns = rx[0] * 1_000_000_000 + rx[1] if rx else time.time_ns()
                 rtt = (rx_ns - sent.pop(rseq)) / 1e9
                 with self.lock:

@@ -31,8 +31,9 @@ from paccp.datapath.host.enforcer import HostEnforcer, VmUsage
 from paccp.datapath.testbed_usage import TENANT, Window
 
 
-def records(experiment: str, run: str, window: Window, bytes_by_vm: dict[str, int],
-            vms: dict[str, VmUsage]) -> list[UsageRecord]:  # fmt: skip
+def records(
+    experiment: str, run: str, window: Window, bytes_by_vm: dict[str, int], vms: dict[str, VmUsage]
+) -> list[UsageRecord]:
     """One VM-level record per VM of one measured window (``bytes_by_vm``: the leaf's bytes in it)."""
     out = []
     for name, nbytes in bytes_by_vm.items():
@@ -70,7 +71,9 @@ class HostCollector(Collector):
         drops = CounterMetricFamily(
             "paccp_host_vm_dropped_packets", "packets dropped in the VM's leaf", labels=labels
         )
-        rate = GaugeMetricFamily("paccp_host_vm_rate_bps", "VM rate over the last tick (bit/s)", labels=labels)
+        rate = GaugeMetricFamily(
+            "paccp_host_vm_rate_bps", "VM rate over the last tick (bit/s)", labels=labels
+        )
         alloc = GaugeMetricFamily("paccp_host_vm_alloc_bps", "the agent's allocation (bit/s)", labels=labels)
         tick = GaugeMetricFamily("paccp_host_agent_interval_seconds", "mean agent tick", labels=["port"])
         for enf in self.enforcers:
