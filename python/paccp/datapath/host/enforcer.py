@@ -151,6 +151,8 @@ class HostEnforcer:
     queue_bytes: int = 0  # per VM leaf; 0: 2 ms of the port, at least 32 frames
     enforce: bool = True  # False: one FIFO at the port rate, counters only (the baseline)
     fabric: FabricLaw | None = None
+    rt_priority: int = 10  # SCHED_FIFO priority of the agent's threads (0: the default policy)
+    realtime: bool = False  # whether the agent loop got it
     record_every_s: float = 0.1  # the agent appends (time.monotonic(), every VM's sent bytes) to ``series``
     series: list[tuple[float, dict[str, int]]] = field(default_factory=list)
     ticks: int = 0
@@ -387,7 +389,11 @@ class HostEnforcer:
 
     def _loop(self) -> None:
         try:
-            with _Netlink(self.netns, self.port) as nl, _Prober(self.netns, self.fabric) as probe:
+            self.realtime = _realtime(self.rt_priority)
+            with (
+                _Netlink(self.netns, self.port) as nl,
+                _Prober(self.netns, self.fabric, self.rt_priority) as probe,
+            ):
                 self._run(nl, probe)
         except BaseException as exc:  # reported by usage(); the experiment stops on it
             self._error = exc
@@ -476,6 +482,18 @@ class HostEnforcer:
                 v.set_rate, v.set_ceil = rate, ceil
 
 
+def _realtime(priority: int) -> bool:
+    """Run the calling thread under SCHED_FIFO (a host agent is a small periodic task that must not wait
+    behind the load it polices; on Linux the policy is per thread). False when not permitted."""
+    if priority <= 0:
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def _cls(classid: int) -> str:
     return f"{classid >> 16:x}:{classid & 0xFFFF:x}"
 
@@ -561,8 +579,8 @@ class _Prober:
     of a tick is its smallest RTT minus the smallest ever seen (the minima filter out scheduling noise of
     a loaded machine). ``law`` None: a no-op."""
 
-    def __init__(self, netns: str | None, law: FabricLaw | None) -> None:
-        self.netns, self.law = netns, law
+    def __init__(self, netns: str | None, law: FabricLaw | None, rt_priority: int = 0) -> None:
+        self.netns, self.law, self.rt_priority = netns, law, rt_priority
         self.sock: socket.socket | None = None
         self.thread: threading.Thread | None = None
         self.stop = threading.Event()
@@ -607,6 +625,7 @@ class _Prober:
 
     def _run(self) -> None:
         assert self.sock is not None and self.law is not None
+        _realtime(self.rt_priority)
         ident = os.getpid() & 0xFFFF
         sent: dict[int, int] = {}
         seq = 0
