@@ -84,10 +84,6 @@ def root(loaded: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hb, "WARMUP_S", 1.5)
 
 
-def _checks(s: dict[str, object]) -> dict[str, bool]:
-    return {c["statement"]: c["holds"] for c in s["checks"]}  # type: ignore[attr-defined, index]
-
-
 def _no_leftovers() -> None:
     assert not [p for p in Path(E.PIN_ROOT).glob("*") if p.is_dir()], "pinned maps left behind"
     assert not list(Path("/tmp").glob("*-vm*.json")), "iperf3 outputs left behind"
@@ -148,7 +144,7 @@ def test_host_overhead(root: None, tmp_path: Path) -> None:
 
 def test_leaf_is_chosen_by_interface_not_address(root: None) -> None:
     """A guest sending with another VM's source address still lands in its own leaf (and meter)."""
-    from paccp.datapath.testbed import testbed
+    from paccp.datapath.core.netns import testbed
 
     with testbed() as net:
         net.add_node("h", router=True)

@@ -30,9 +30,9 @@ def _runs(n: int) -> int:
 
 
 def _done(summary: dict[str, Any], out: Path) -> None:
-    from paccp.datapath import mptcp_cli
+    from paccp.datapath.core.summary import checks_table
 
-    mptcp_cli._checks_table(summary)
+    checks_table(summary)
     print(f"summary -> {shown_path(out / 'summary.json')}")
 
 

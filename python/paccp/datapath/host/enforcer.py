@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import bpfsys, core
+from paccp.datapath.core import bpfsys, env
+from paccp.datapath.paccp.params import check_pair
 from paccp.errors import EnvironmentUnsupported, UserError
 
 PIN_ROOT = os.environ.get("PACCP_HOST_PIN_DIR", "/sys/fs/bpf/paccp_host")
@@ -181,7 +182,7 @@ class HostEnforcer:
         self, name: str, ifname: str, theta_bps: int, omega: float, cap_bps: int | None = None
     ) -> None:
         """VM ``name`` sends through host-side interface ``ifname`` with pair (theta, omega)."""
-        core.check_pair(theta_bps, omega)
+        check_pair(theta_bps, omega)
         if self._thread is not None:
             raise UserError("add every VM before apply()")
         if name in self._vms or any(v.usage.ifname == ifname for v in self._vms.values()):
@@ -227,11 +228,11 @@ class HostEnforcer:
         )
 
     def _load(self) -> None:
-        core.require_env()
-        core.ensure_bpffs()
+        env.require_env()
+        env.ensure_bpffs()
         self._pin = str(Path(PIN_ROOT, f"{os.getpid()}-{id(self):x}"))
         Path(PIN_ROOT).mkdir(mode=0o700, exist_ok=True)
-        core.load_pinned("host.bpf.o", self._pin, "the host enforcer's programs")
+        env.load_pinned("host.bpf.o", self._pin, "the host enforcer's programs")
 
     def apply(self) -> None:
         """Build the port's htb, attach the programs and start the agent loop (undone by :meth:`close`)."""
@@ -596,7 +597,7 @@ class _Prober:
         def opener() -> None:  # a thread of its own: setns() moves only the calling thread
             try:
                 if self.netns:
-                    from paccp.datapath.testbed import setns_net
+                    from paccp.datapath.core.netns import setns_net
 
                     setns_net(self.netns)
                 s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)

@@ -27,8 +27,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from paccp.common.cos import classify
 from paccp.common.usage import UsageRecord
+from paccp.datapath.core.usage import TENANT, Window
 from paccp.datapath.host.enforcer import HostEnforcer, VmUsage
-from paccp.datapath.testbed_usage import TENANT, Window
 
 
 def records(

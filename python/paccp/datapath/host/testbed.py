@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from paccp.common.console import progress
-from paccp.datapath import core
-from paccp.datapath.drive import DRIVEN_UTILISATION, CpuMeter, first_auto_rate, lower_rate
+from paccp.datapath.core.drive import DRIVEN_UTILISATION, CpuMeter, first_auto_rate, lower_rate
+from paccp.datapath.core.netns import Net, queue_bytes, testbed
+from paccp.datapath.core.usage import Window, write
 from paccp.datapath.host import metering
 from paccp.datapath.host.enforcer import FabricLaw, HostEnforcer
-from paccp.datapath.testbed import Net, queue_bytes, testbed
-from paccp.datapath.testbed_usage import Window, write
+from paccp.datapath.paccp import lifecycle, vms
 from paccp.errors import EnvironmentUnsupported, UserError
 from paccp.sim import optimum
 
@@ -143,8 +143,9 @@ def _start_traffic(
         )
         cg = None
         if g.law_omega is not None:  # the guest's own law and omega (its cgroup's pair in paccp's maps)
+            lifecycle.load()  # registered once, stays loaded (like `paccp datapath load`)
             cg = net.cgroup(g.name)
-            core.vm_set(str(cg), 0, g.law_omega)
+            vms.vm_set(str(cg), 0, g.law_omega)
             cmd += ["-C", "paccp"]
         clients.append(net.spawn(g.name, cmd, cgroup=cg, out=Path(f"/tmp/{net.run_id}-{g.name}.json")))
     return clients
