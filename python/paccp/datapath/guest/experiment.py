@@ -1,6 +1,6 @@
 """``paccp testbed kvm-guest``: a QEMU guest with its own kernel and congestion control at a host port.
 
-Topology (namespaces of :class:`paccp.datapath.netns.Net`, plus the guest's tap)::
+Topology (namespaces of :class:`paccp.datapath.core.netns.Net`, plus the guest's tap)::
 
     QEMU guest (own kernel, cc, N conns) --tap tq--+
                                                     h --port--> r --> d0 (the guest's receiver)
@@ -89,8 +89,8 @@ def _make_enforcer(port: str, rate_bps: int, netns: str, enforce: bool) -> Enfor
 class _Sampler:
     """Every ``WINDOW_S``, the tx bytes of ``r``'s interfaces (a thread inside r's namespace)."""
 
-    def __init__(self, netns: str, ifnames: dict[str, str]) -> None:
-        self.netns = netns
+    def __init__(self, ns_name: str, ifnames: dict[str, str]) -> None:
+        self.ns_name = ns_name
         self.ifnames = ifnames  # vm name -> r's interface towards its receiver
         self.samples: list[tuple[float, dict[str, int]]] = []
         self._stop = threading.Event()
@@ -107,7 +107,7 @@ class _Sampler:
 
     def _run(self) -> None:
         try:
-            netns.setns_net(self.netns)
+            netns.setns_net(self.ns_name)
             nxt = time.monotonic()
             while not self._stop.is_set():
                 self.samples.append((time.monotonic(), self._read()))
@@ -134,7 +134,7 @@ class _Sampler:
         self._stop.set()
         self._thread.join(timeout=5)
         if self.error is not None:
-            raise EnvironmentUnsupported(f"sampler in {self.netns}: {self.error}")
+            raise EnvironmentUnsupported(f"sampler in {self.ns_name}: {self.error}")
         return self.samples
 
 

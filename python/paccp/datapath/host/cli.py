@@ -1,0 +1,93 @@
+"""``paccp testbed host-share | host-cheat | host-fabric | host-overhead``: PACCP enforced by the host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from paccp.common.outdir import shown_path, staged_command
+from paccp.errors import UserError
+
+RATE_HELP = "host port rate, or auto: the highest testbed rate this machine drives and measures"
+DUR_HELP = "measured window per run (after 2 s of warm-up)"
+
+
+def _duration(text: str) -> float:
+    from paccp.units import parse_duration_ns
+
+    dur = parse_duration_ns(text) / 1e9
+    if not 1 <= dur <= 600:
+        raise UserError("--duration must be in 1s..600s")
+    return dur
+
+
+def _runs(n: int) -> int:
+    if not 1 <= n <= 20:
+        raise UserError("--runs must be in 1..20")
+    return n
+
+
+def _done(summary: dict[str, Any], out: Path) -> None:
+    from paccp.datapath.core.summary import checks_table
+
+    checks_table(summary)
+    print(f"summary -> {shown_path(out / 'summary.json')}")
+
+
+def host_share_cmd(
+    rate: str = typer.Option("auto", help=RATE_HELP),
+    duration: str = typer.Option("10s", help=DUR_HELP),
+    runs: int = typer.Option(3, help="enforced runs (then one without enforcement)"),
+    out: Path = typer.Option(Path("out/host-share"), "--out", help="output directory"),
+) -> None:
+    """Over-committed (2x) host port, 4 guests (cubic/reno, 1/8/24 connections, UDP) vs the optimum."""
+    from paccp.datapath.host import testbed
+
+    d, n = _duration(duration), _runs(runs)
+    _done(testbed.exp_share(rate, d, n, out), out)
+
+
+def host_cheat_cmd(
+    rate: str = typer.Option("auto", help=RATE_HELP),
+    duration: str = typer.Option("10s", help=DUR_HELP),
+    out: Path = typer.Option(Path("out/host-cheat"), "--out", help="output directory"),
+) -> None:
+    """A cheating guest (24 connections; its own law with omega 8): its gain, with and without enforcement."""
+    from paccp.datapath.host import testbed
+
+    _done(testbed.exp_cheat(rate, _duration(duration), out), out)
+
+
+def host_fabric_cmd(
+    rate: str = typer.Option("auto", help=RATE_HELP + " (ports and fabric link)"),
+    duration: str = typer.Option("10s", help=DUR_HELP),
+    runs: int = typer.Option(3, help="enforced runs (then one without enforcement)"),
+    out: Path = typer.Option(Path("out/host-fabric"), "--out", help="output directory"),
+) -> None:
+    """Two hosts share a fabric link: each host shapes its VMs by PACCP's law on the fabric's delay."""
+    from paccp.datapath.host import testbed
+
+    d, n = _duration(duration), _runs(runs)
+    _done(testbed.exp_fabric(rate, d, n, out), out)
+
+
+def host_overhead_cmd(
+    rate: str = typer.Option("auto", help=RATE_HELP),
+    duration: str = typer.Option("4s", help=DUR_HELP),
+    rounds: int = typer.Option(3, help="alternating rounds with and without enforcement"),
+    out: Path = typer.Option(Path("out/host-overhead"), "--out", help="output directory"),
+) -> None:
+    """The host programs' run time per packet (BPF statistics); one VM alone with / without enforcement."""
+    from paccp.datapath.host import testbed
+
+    d, n = _duration(duration), _runs(rounds)
+    _done(testbed.exp_overhead(rate, d, n, out), out)
+
+
+def register(testbed_app: typer.Typer) -> None:
+    testbed_app.command("host-share")(staged_command(host_share_cmd))
+    testbed_app.command("host-cheat")(staged_command(host_cheat_cmd))
+    testbed_app.command("host-fabric")(staged_command(host_fabric_cmd))
+    testbed_app.command("host-overhead")(staged_command(host_overhead_cmd))
