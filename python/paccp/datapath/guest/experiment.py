@@ -35,8 +35,8 @@ from typing import Any, Protocol
 
 from paccp.datapath.core import netns
 from paccp.datapath.core.drive import CpuMeter, judge
-from paccp.datapath.paccp import testbed
 from paccp.datapath.guest.vm import CCS, Guest
+from paccp.datapath.paccp import testbed
 from paccp.errors import EnvironmentUnsupported, UserError
 
 WINDOW_S = 0.1
