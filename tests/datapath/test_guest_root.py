@@ -118,9 +118,14 @@ def test_window_rates_and_share_within_tolerance() -> None:
     assert experiment.within_share([], 10e6) == 0.0
 
 
-def test_auto_rate_is_what_the_guest_alone_pushes_in_90_percent_of_windows() -> None:
-    # 10 windows: the 10th percentile is the second lowest (12 Mbit/s)
-    windows = [e * 1e6 for e in (3, 12, 40, 50, 60, 70, 80, 90, 100, 110)]
-    assert experiment.auto_rate(windows) == 5_000_000  # at most half of it
-    assert experiment.auto_rate([1e5] * 10) == experiment.AUTO_RATES_BPS[-1]
-    assert experiment.auto_rate([500e6] * 10) == experiment.AUTO_RATES_BPS[0]
+def test_auto_rate_is_at_most_half_what_the_guest_alone_pushes_and_measurable() -> None:
+    from paccp.datapath.paccp.testbed import FlowSpec
+
+    flows = [FlowSpec("guest", 0, 1.0), FlowSpec("ns", 0, 2.0)]  # shares 1/3 and 2/3
+    # 10 windows: the 10th percentile is the second lowest (50 Mbit/s): half is 25 -> 20 Mbit/s
+    windows = [e * 1e6 for e in (3, 50, 60, 70, 80, 90, 100, 110, 120, 130)]
+    assert experiment.auto_rate(windows, flows) == 20_000_000
+    # a slow guest: the lowest rate at which 1/3 of the port is still 20 frames per 100 ms (10 Mbit/s)
+    assert experiment.auto_rate([1e5] * 10, flows) == 10_000_000
+    assert not experiment.measurable(5_000_000, flows) and experiment.measurable(10_000_000, flows)
+    assert experiment.auto_rate([500e6] * 10, flows) == experiment.AUTO_RATES_BPS[0]
