@@ -36,8 +36,9 @@ def _vm(name: str, text: str, what: str) -> Vm:
 def kvm_guest_cmd(
     rate: str = typer.Option(
         "auto",
-        help="host port rate; auto: the highest of 100/50/20/10/5/2 Mbit/s that the guest alone pushes "
-        "in >= 90 % of 100 ms windows (measured first; an explicit rate is checked the same way)",
+        help="host port rate; auto: the highest of 100/50/20/10/5/2 Mbit/s at most half of what the guest "
+        "alone pushes in >= 90 % of 100 ms windows (measured first; a given rate is checked the same way) "
+        "and with every VM's optimum >= 20 frames per window",
     ),
     duration: str = typer.Option("10s", help="measured window per phase (after 2 s of warm-up)"),
     guest: str = typer.Option("cubic:8:1", help="the QEMU guest: its own CC : connections : omega"),

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from paccp.datapath.core import netns
 from paccp.datapath.core.drive import CpuMeter, judge
-from paccp.datapath.guest.vm import CCS, Guest
+from paccp.datapath.guest.vm import CCS, Guest, require
 from paccp.datapath.paccp import testbed
 from paccp.errors import EnvironmentUnsupported, UserError
 
@@ -327,6 +327,7 @@ def run(
     for vm in (guest_vm, ns_vm):
         if vm.cc not in CCS or not 1 <= vm.conns <= 64:
             raise UserError(f"{vm.name}: cc must be one of {', '.join(CCS)} and connections 1..64")
+    require(accel)  # QEMU, root, /dev/kvm for kvm: one-line errors before anything is created
     out.mkdir(parents=True, exist_ok=True)
     net = netns.Net()
     phases: dict[str, Any] = {}
