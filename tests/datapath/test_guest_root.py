@@ -35,10 +35,14 @@ def _skip_reason() -> str | None:
 
 
 @pytest.fixture
-def netns() -> Iterator[str]:
+def guest_ok() -> None:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
+
+
+@pytest.fixture
+def netns(guest_ok: None) -> Iterator[str]:
     name = f"pg{secrets.token_hex(3)}"
     subprocess.run(["ip", "netns", "add", name], check=True)
     subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
@@ -129,3 +133,19 @@ def test_auto_rate_is_at_most_half_what_the_guest_alone_pushes_and_measurable() 
     assert experiment.auto_rate([1e5] * 10, flows) == 10_000_000
     assert not experiment.measurable(5_000_000, flows) and experiment.measurable(10_000_000, flows)
     assert experiment.auto_rate([500e6] * 10, flows) == experiment.AUTO_RATES_BPS[0]
+
+
+def test_host_enforcer_holds_the_guest_kernel_to_its_share(guest_ok: None, tmp_path: Path) -> None:
+    """The experiment scaled down (only the enforced phase, 3 s at 10 Mbit/s): under the host enforcer,
+    the guest with 8 cubic connections and the namespace guest with 1 reno connection get their optimum."""
+    pytest.importorskip("paccp.datapath.host.enforcer")
+    gvm = experiment.Vm("guest", 0, 1.0, 8, "cubic")
+    nvm = experiment.Vm("ns", 0, 2.0, 1, "reno")
+    s = experiment.run(10_000_000, 3.0, tmp_path, gvm, nvm, phases_run=("enforced",))
+    assert {c["statement"].split(":")[0] for c in s["checks"]} >= {"enforced"}
+    assert set(s["phases"]) == {"boot_s", "enforced"}
+    enf = s["phases"]["enforced"]
+    # means over 3 s, not the issue's 90 % of windows (the full run checks that): within 15 %
+    for name in ("guest", "ns"):
+        assert enf[name]["mean_mbps"] == pytest.approx(enf[name]["optimum_mbps"], rel=0.15), enf[name]
+    assert (tmp_path / "summary.json").is_file() and (tmp_path / "console.log").is_file()
