@@ -16,13 +16,12 @@ if TYPE_CHECKING:
 
 
 def _vm(name: str, text: str, what: str) -> Vm:
-    from paccp.datapath.guest.experiment import Vm
-    from paccp.datapath.guest.vm import CCS
+    from paccp.datapath.guest.experiment import TRANSPORTS, Vm
 
     bits = text.split(":")
-    if len(bits) != 3 or bits[0] not in CCS:
+    if len(bits) != 3 or bits[0] not in TRANSPORTS:
         raise UserError(
-            f"{what} must look like CC:CONNECTIONS:OMEGA with CC in {', '.join(CCS)}, got {text!r}"
+            f"{what} must look like CC:CONNECTIONS:OMEGA with CC in {', '.join(TRANSPORTS)}, got {text!r}"
         )
     try:
         conns, omega = int(bits[1]), float(bits[2])
