@@ -196,26 +196,14 @@ class _Bed:
         # the guest's iperf3 takes a few seconds to start under TCG: it runs longer, and the clock of the
         # phase starts when its first bytes reach the receiver
         job = self.guest.spawn(
-            f"iperf3 -c 10.202.0.2 -p {PORT} -P {gvm.conns} -t {seconds + GUEST_SLACK_S:g}"
+            f"iperf3 -c 10.202.0.2 -p {PORT} {gvm.iperf_args()} -t {seconds + GUEST_SLACK_S:g}"
         )
         t0 = sampler.first_bytes(gvm.name, timeout_s=GUEST_SLACK_S)
         client = None
         if tag != "alone":
+            cmd = ["iperf3", "-c", "10.202.1.2", "-p", str(PORT + 1), *nvm.iperf_args().split()]
             client = self.net.spawn(
-                "n1",
-                [
-                    "iperf3",
-                    "-c",
-                    "10.202.1.2",
-                    "-p",
-                    str(PORT + 1),
-                    "-P",
-                    str(nvm.conns),
-                    "-t",
-                    f"{seconds:g}",
-                    "-J",
-                ],
-                out=outdir / f"iperf-{tag}-{nvm.name}.json",
+                "n1", [*cmd, "-t", f"{seconds:g}", "-J"], out=outdir / f"iperf-{tag}-{nvm.name}.json"
             )
         time.sleep(max(0.0, t0 + seconds - time.monotonic()))
         if client is not None:
