@@ -86,7 +86,55 @@ def host_overhead_cmd(
     _done(testbed.exp_overhead(rate, d, n, out), out)
 
 
-def register(testbed_app: typer.Typer) -> None:
+def enforce_cmd(
+    port: str = typer.Option(..., help="the host's port (interface towards the fabric)"),
+    rate: str = typer.Option(..., help="the port's rate, e.g. 1Gbit"),
+    vm: list[str] = typer.Option(..., help="NAME=IFNAME:THETA:OMEGA, e.g. vm1=tap0:100Mbit:1 (repeat)"),
+    netns: str = typer.Option("", help="the host's network namespace (default: this one)"),
+    metrics_port: int = typer.Option(0, help="serve Prometheus series on 127.0.0.1:PORT (0: none)"),
+    duration: str = typer.Option("0s", help="stop after this long (0s: until Ctrl-C)"),
+) -> None:
+    """Enforce PACCP at a host's port for VMs given by their host-side interfaces (veth or tap)."""
+    import json
+    import time
+
+    from paccp.datapath.host.enforcer import HostEnforcer
+    from paccp.datapath.host.metering import serve
+    from paccp.units import parse_duration_ns, parse_rate_bps
+
+    enf = HostEnforcer(port, parse_rate_bps(rate), netns or None)
+    for spec in vm:
+        name, _, rest = spec.partition("=")
+        bits = rest.split(":")
+        if not name or len(bits) != 3:
+            raise UserError(f"--vm must look like vm1=tap0:100Mbit:1, got {spec!r}")
+        try:
+            omega = float(bits[2])
+        except ValueError:
+            raise UserError(f"--vm {spec!r}: omega must be a number") from None
+        enf.add_vm(name, bits[0], parse_rate_bps(bits[1]) if bits[1] != "0" else 0, omega)
+    until = parse_duration_ns(duration) / 1e9
+    if not 0 <= metrics_port <= 65535:
+        raise UserError("--metrics-port must be in 0..65535")
+    with enf:
+        enf.apply()
+        if metrics_port:
+            serve([enf], metrics_port)
+        t0 = time.monotonic()
+        try:
+            while not until or time.monotonic() - t0 < until:
+                time.sleep(1.0)
+                use = {
+                    n: {"rate_bps": round(u.rate_bps), "alloc_bps": round(u.alloc_bps), "drops": u.drops}
+                    for n, u in enf.usage().items()
+                }
+                print(json.dumps(use), flush=True)
+        except KeyboardInterrupt:
+            pass
+
+
+def register(datapath_app: typer.Typer, testbed_app: typer.Typer) -> None:
+    datapath_app.command("host-enforce")(enforce_cmd)
     testbed_app.command("host-share")(staged_command(host_share_cmd))
     testbed_app.command("host-cheat")(staged_command(host_cheat_cmd))
     testbed_app.command("host-fabric")(staged_command(host_fabric_cmd))

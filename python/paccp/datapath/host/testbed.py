@@ -28,6 +28,7 @@ import itertools
 import json
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -127,9 +128,10 @@ def allow_cc(cc: str) -> None:
 
 
 def _start_traffic(
-    net: Net, guests: list[Guest], dst: str, rate_bps: int, seconds: float
+    net: Net, guests: list[Guest], dst: str, rate_bps: int, seconds: float, outdir: Path
 ) -> list[subprocess.Popen[str]]:
-    """One iperf3 server per guest in ``d``, then every guest's client (its own kernel's CC)."""
+    """One iperf3 server per guest in ``d``, then every guest's client (its own kernel's CC; its JSON
+    report in ``outdir``)."""
     clients = []
     for k, _g in enumerate(guests, start=1):
         net.spawn("d", ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)])
@@ -147,7 +149,7 @@ def _start_traffic(
             cg = net.cgroup(g.name)
             vms.vm_set(str(cg), 0, g.law_omega)
             cmd += ["-C", "paccp"]
-        clients.append(net.spawn(g.name, cmd, cgroup=cg, out=Path(f"/tmp/{net.run_id}-{g.name}.json")))
+        clients.append(net.spawn(g.name, cmd, cgroup=cg, out=outdir / f"{g.name}.json"))
     return clients
 
 
@@ -229,7 +231,8 @@ def run(
     """
     hosts: dict[str, Host] = {}
     out: dict[str, Any] = {"enforced": enforce, "rate_bps": rate_bps, "fabric_bps": fabric_bps}
-    with testbed() as net:
+    with testbed() as net, tempfile.TemporaryDirectory(prefix="paccp-host-") as tmpdir:
+        tmp = Path(tmpdir)
         net.add_node("d")
         if fabric_bps is None:
             net.add_node("h", router=True)
@@ -263,7 +266,7 @@ def run(
             hosts[g.host].enf.add_vm(g.name, hif, int(g.theta_share * (fabric_bps or rate_bps)), g.omega, cap)
         with _enforcers(list(hosts.values())), _bpf_stats_on(bpf_stats):
             total = WARMUP_S + duration_s + 1
-            clients = _start_traffic(net, guests, dst, rate_bps, total)
+            clients = _start_traffic(net, guests, dst, rate_bps, total, tmp)
             t_start = time.monotonic()
             cpu = CpuMeter()
             with progress() as prog:
@@ -331,11 +334,7 @@ def run(
             from prometheus_client import generate_latest
 
             out["metrics_text"] = generate_latest(out.pop("metrics")).decode()
-        out["goodput_bps"] = {
-            g.name: _iperf_goodput(Path(f"/tmp/{net.run_id}-{g.name}.json"), g.conns == 0) for g in guests
-        }
-        for g in guests:
-            Path(f"/tmp/{net.run_id}-{g.name}.json").unlink(missing_ok=True)
+        out["goodput_bps"] = {g.name: _iperf_goodput(tmp / f"{g.name}.json", g.conns == 0) for g in guests}
     out["mean_bps"] = mean
     out["windows_bps"] = wins
     out["window_cover"] = round(len(wins) * WINDOW_S / duration_s, 3)
