@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from paccp.datapath.core.netns import Net, testbed
 from paccp.datapath.host import enforcer as E
 from paccp.datapath.host import testbed as hb
 from paccp.errors import UserError
@@ -143,20 +144,28 @@ def test_host_overhead(root: None, tmp_path: Path) -> None:
     _no_leftovers()
 
 
+def _host(net: Net, n_vms: int) -> tuple[str, list[str]]:
+    """Host ``h`` with a port towards ``d`` and VMs v1..vn (10.60.k.2); returns the port and the VMs'
+    host-side interfaces."""
+    net.add_node("h", router=True)
+    net.add_node("d")
+    port, _ = net.link("h", "10.61.0.1/30", "d", "10.61.0.2/30")
+    net.ip("d", "route", "add", "10.60.0.0/16", "via", "10.61.0.1")
+    hifs = []
+    for k in range(1, n_vms + 1):
+        net.add_node(f"v{k}")
+        _, hif = net.link(f"v{k}", f"10.60.{k}.2/24", "h", f"10.60.{k}.1/24")
+        net.ip(f"v{k}", "route", "add", "default", "via", f"10.60.{k}.1")
+        hifs.append(hif)
+    return port, hifs
+
+
 def test_leaf_is_chosen_by_interface_not_address(root: None) -> None:
     """A guest sending with another VM's source address still lands in its own leaf (and meter)."""
-    from paccp.datapath.core.netns import testbed
-
     with testbed() as net:
-        net.add_node("h", router=True)
-        net.add_node("d")
-        port, _ = net.link("h", "10.61.0.1/30", "d", "10.61.0.2/30")
-        net.ip("d", "route", "add", "10.60.0.0/16", "via", "10.61.0.1")
+        port, hifs = _host(net, 2)
         enf = E.HostEnforcer(port, RATE, net.ns("h"))
-        for k in (1, 2):
-            net.add_node(f"v{k}")
-            _, hif = net.link(f"v{k}", f"10.60.{k}.2/24", "h", f"10.60.{k}.1/24")
-            net.ip(f"v{k}", "route", "add", "default", "via", f"10.60.{k}.1")
+        for k, hif in enumerate(hifs, start=1):
             enf.add_vm(f"v{k}", hif, 0, 1.0)
         net.ip("v2", "addr", "add", "10.60.1.2/32", "dev", "e0")  # VM 2 claims VM 1's address
         spoof = (
@@ -182,13 +191,8 @@ def test_host_enforce_command(root: None) -> None:
     import sys
     import urllib.request
 
-    from paccp.datapath.core.netns import testbed
-
     with testbed() as net:
-        net.add_node("h", router=True)
-        net.add_node("v1")
-        port, _ = net.link("h", "10.61.0.1/30", "v1", "10.61.0.2/30")
-        _, hif = net.link("v1", "10.60.1.2/24", "h", "10.60.1.1/24")
+        port, (hif,) = _host(net, 1)
         cmd = [
             sys.executable,
             "-m",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +37,32 @@ def _done(summary: dict[str, Any], out: Path) -> None:
     print(f"summary -> {shown_path(out / 'summary.json')}")
 
 
-def host_share_cmd(
-    rate: str = typer.Option("auto", help=RATE_HELP),
-    duration: str = typer.Option("10s", help=DUR_HELP),
-    runs: int = typer.Option(3, help="enforced runs (then one without enforcement)"),
-    out: Path = typer.Option(Path("out/host-share"), "--out", help="output directory"),
-) -> None:
-    """Over-committed (2x) host port, 4 guests (cubic/reno, 1/8/24 connections, UDP) vs the optimum."""
-    from paccp.datapath.host import testbed
+def _series_cmd(name: str, doc: str, rate_help: str = RATE_HELP) -> Callable[..., None]:
+    """A command running ``testbed.exp_<name>`` (enforced runs, then one FIFO run)."""
 
-    d, n = _duration(duration), _runs(runs)
-    _done(testbed.exp_share(rate, d, n, out), out)
+    def cmd(
+        rate: str = typer.Option("auto", help=rate_help),
+        duration: str = typer.Option("10s", help=DUR_HELP),
+        runs: int = typer.Option(3, help="enforced runs (then one without enforcement)"),
+        out: Path = typer.Option(Path(f"out/host-{name}"), "--out", help="output directory"),
+    ) -> None:
+        from paccp.datapath.host import testbed
+
+        d, n = _duration(duration), _runs(runs)
+        _done(getattr(testbed, f"exp_{name}")(rate, d, n, out), out)
+
+    cmd.__doc__ = doc
+    return cmd
+
+
+host_share_cmd = _series_cmd(
+    "share", "Over-committed (2x) host port, 4 guests (cubic/reno, 1/8/24 connections, UDP) vs the optimum."
+)
+host_fabric_cmd = _series_cmd(
+    "fabric",
+    "Two hosts share a fabric link: each host shapes its VMs by PACCP's law on the fabric's delay.",
+    RATE_HELP + " (ports and fabric link)",
+)
 
 
 def host_cheat_cmd(
@@ -58,19 +74,6 @@ def host_cheat_cmd(
     from paccp.datapath.host import testbed
 
     _done(testbed.exp_cheat(rate, _duration(duration), out), out)
-
-
-def host_fabric_cmd(
-    rate: str = typer.Option("auto", help=RATE_HELP + " (ports and fabric link)"),
-    duration: str = typer.Option("10s", help=DUR_HELP),
-    runs: int = typer.Option(3, help="enforced runs (then one without enforcement)"),
-    out: Path = typer.Option(Path("out/host-fabric"), "--out", help="output directory"),
-) -> None:
-    """Two hosts share a fabric link: each host shapes its VMs by PACCP's law on the fabric's delay."""
-    from paccp.datapath.host import testbed
-
-    d, n = _duration(duration), _runs(runs)
-    _done(testbed.exp_fabric(rate, d, n, out), out)
 
 
 def host_overhead_cmd(

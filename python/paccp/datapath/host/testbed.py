@@ -404,28 +404,87 @@ def _records(exp: str, tag: str, r: dict[str, Any]) -> list[Any]:
     return metering.records(exp, tag, w, {n: round(x * span / 8) for n, x in r["mean_bps"].items()}, vms)
 
 
+@dataclass
+class Series:
+    """Enforced runs of one experiment against the optimum, then one run without enforcement."""
+
+    rate_bps: int
+    tried: list[dict[str, Any]]
+    opt: dict[str, float]
+    results: list[dict[str, Any]]
+    base: dict[str, Any]
+    recs: list[Any]
+    metrics: str
+
+
+def _series(exp: str, gs: list[Guest], rate: str, duration_s: float, runs: int, fabric: bool) -> Series:
+    """``runs`` enforced runs (per VM: the share of windows within :data:`TOLERANCE` of the optimum, usage
+    records) and one FIFO run, at the rate :func:`choose_rate` picks (``fabric``: ports = fabric link)."""
+
+    def one(r_bps: int, dur: float, enforce: bool) -> dict[str, Any]:
+        return run(gs, r_bps, dur, enforce, fabric_bps=r_bps if fabric else None)
+
+    rate_bps, tried = choose_rate(rate, lambda r: one(r, 3.0, True))
+    opt = optimum_bps(rate_bps, gs)
+    results, recs, metrics = [], [], ""
+    for k in range(runs):
+        r = one(rate_bps, duration_s, True)
+        metrics = r.pop("metrics_text")
+        recs += _records(exp, f"run{k + 1}", r)
+        wins = r["windows_bps"]
+        r["window_share_within"] = {
+            n: round(sum(_within(w[n], opt[n]) for w in wins) / max(1, len(wins)), 3) for n in opt
+        }
+        results.append(r)
+    base = one(rate_bps, duration_s, False)
+    base.pop("metrics_text")
+    return Series(rate_bps, tried, opt, results, base, recs, metrics)
+
+
+def _driven_check(s: Series, what: str) -> dict[str, Any]:
+    util = [r["utilisation"] for r in s.results]
+    return _check(
+        f"the {what} is driven (utilisation >= {DRIVEN_UTILISATION}) in every run",
+        f"the {what} is the bottleneck",
+        ", ".join(f"{u:.3f}" for u in util),
+        min(util) >= DRIVEN_UTILISATION,
+    )
+
+
+def _fifo_check(s: Series, vm: str, what: str) -> dict[str, Any]:
+    x = (s.base["goodput_bps"].get(vm) or 0) / s.opt[vm]
+    return _check(
+        f"without enforcement (one FIFO) {vm} ({what}) takes more than {GAIN_MAX:g} x its optimum "
+        "(the test can fail)",
+        "best effort is unfair",
+        f"{x:.2f}",
+        x > GAIN_MAX,
+    )
+
+
+def _series_summary(
+    exp: str, s: Series, gs: list[Guest], duration_s: float, checks: list[Any]
+) -> dict[str, Any]:
+    return {
+        "experiment": exp,
+        "rate_bps": s.rate_bps,
+        "rate_probes": s.tried,
+        "overcommit": round(sum(g.cap_share for g in gs if g.host == gs[0].host), 3),
+        "guests": [vars(g) | {"optimum_bps": s.opt[g.name]} for g in gs],
+        "duration_s": duration_s,
+        "runs": [_slim(r) for r in s.results],
+        "fifo": _slim(s.base),
+        "checks": checks,
+    }
+
+
 def exp_share(
     rate: str, duration_s: float, runs: int, out: Path, guests: list[Guest] | None = None
 ) -> dict[str, Any]:
     """host-share: over-committed port, per-VM window shares against the optimum, + one FIFO run."""
     gs = guests or share_guests()
-    rate_bps, tried = choose_rate(rate, lambda r: run(gs, r, 3.0, True))
-    opt = optimum_bps(rate_bps, gs)
-    results, recs = [], []
-    metrics = ""
-    for k in range(runs):
-        r = run(gs, rate_bps, duration_s, True)
-        metrics = r.pop("metrics_text")
-        recs += _records("host-share", f"run{k + 1}", r)
-        frac = {
-            n: sum(_within(w[n], opt[n]) for w in r["windows_bps"]) / max(1, len(r["windows_bps"]))
-            for n in opt
-        }
-        r["window_share_within"] = {n: round(f, 3) for n, f in frac.items()}
-        results.append(r)
-    base = run(gs, rate_bps, duration_s, False)
-    base.pop("metrics_text")
-    recs += _records("host-share", "fifo", base) if base["mean_bps"] else []
+    se = _series("host-share", gs, rate, duration_s, runs, fabric=False)
+    opt, results = se.opt, se.results
     checks = []
     for g in gs:
         fr = [r["window_share_within"][g.name] for r in results]
@@ -453,37 +512,9 @@ def exp_share(
                 worst <= GAIN_MAX,
             )
         )
-        fifo = (base["goodput_bps"].get(g.name) or 0) / opt[g.name]
-        checks.append(
-            _check(
-                f"without enforcement (one FIFO) {g.name} takes more than {GAIN_MAX:g} x its share "
-                "(the test can fail)",
-                "best effort is unfair",
-                f"{fifo:.2f}",
-                fifo > GAIN_MAX,
-            )
-        )
-    util = [r["utilisation"] for r in results]
-    checks.append(
-        _check(
-            f"the port is driven (utilisation >= {DRIVEN_UTILISATION}) in every run",
-            "the port is the bottleneck",
-            ", ".join(f"{u:.3f}" for u in util),
-            min(util) >= DRIVEN_UTILISATION,
-        )
-    )
-    summary = {
-        "experiment": "host-share",
-        "rate_bps": rate_bps,
-        "rate_probes": tried,
-        "overcommit": round(sum(g.cap_share for g in gs), 3),
-        "guests": [vars(g) | {"optimum_bps": opt[g.name]} for g in gs],
-        "duration_s": duration_s,
-        "runs": [_slim(r) for r in results],
-        "fifo": _slim(base),
-        "checks": checks,
-    }
-    return _finish(out, summary, recs, metrics)
+        checks.append(_fifo_check(se, g.name, g.describe()))
+    checks.append(_driven_check(se, "port"))
+    return _finish(out, _series_summary("host-share", se, gs, duration_s, checks), se.recs, se.metrics)
 
 
 def _slim(r: dict[str, Any]) -> dict[str, Any]:
@@ -595,22 +626,8 @@ def exp_fabric(rate: str, duration_s: float, runs: int, out: Path) -> dict[str, 
     """host-fabric: two hosts (ports at the fabric's rate) share one fabric link; the host agents shape
     each VM by PACCP's law on the fabric's queueing delay. Against the optimum at the fabric link."""
     gs = fabric_guests()
-    rate_bps, tried = choose_rate(rate, lambda r: run(gs, r, 3.0, True, fabric_bps=r))
-    opt = optimum_bps(rate_bps, gs)
-    results, recs = [], []
-    metrics = ""
-    for k in range(runs):
-        r = run(gs, rate_bps, duration_s, True, fabric_bps=rate_bps)
-        metrics = r.pop("metrics_text")
-        recs += _records("host-fabric", f"run{k + 1}", r)
-        frac = {
-            n: sum(_within(w[n], opt[n]) for w in r["windows_bps"]) / max(1, len(r["windows_bps"]))
-            for n in opt
-        }
-        r["window_share_within"] = {n: round(f, 3) for n, f in frac.items()}
-        results.append(r)
-    base = run(gs, rate_bps, duration_s, False, fabric_bps=rate_bps)
-    base.pop("metrics_text")
+    se = _series("host-fabric", gs, rate, duration_s, runs, fabric=True)
+    opt, results = se.opt, se.results
     checks = []
     for g in gs:
         means = [r["mean_bps"][g.name] / opt[g.name] for r in results]
@@ -633,35 +650,9 @@ def exp_fabric(rate: str, duration_s: float, runs: int, out: Path) -> dict[str, 
                 min(fr) >= WINDOW_SHARE,
             )
         )
-    b1 = (base["goodput_bps"].get("b1") or 0) / opt["b1"]
-    checks.append(
-        _check(
-            "without enforcement b1 (24 connections) takes more than 1.10 x its optimum",
-            "best effort is unfair",
-            f"{b1:.2f}",
-            b1 > GAIN_MAX,
-        )
-    )
-    util = [r["utilisation"] for r in results]
-    checks.append(
-        _check(
-            f"the fabric link is driven (utilisation >= {DRIVEN_UTILISATION}) in every run",
-            "the fabric is the bottleneck",
-            ", ".join(f"{u:.3f}" for u in util),
-            min(util) >= DRIVEN_UTILISATION,
-        )
-    )
-    summary = {
-        "experiment": "host-fabric",
-        "rate_bps": rate_bps,
-        "rate_probes": tried,
-        "guests": [vars(g) | {"optimum_bps": opt[g.name]} for g in gs],
-        "duration_s": duration_s,
-        "runs": [_slim(r) for r in results],
-        "fifo": _slim(base),
-        "checks": checks,
-    }
-    return _finish(out, summary, recs, metrics)
+    checks.append(_fifo_check(se, "b1", "24 connections"))
+    checks.append(_driven_check(se, "fabric link"))
+    return _finish(out, _series_summary("host-fabric", se, gs, duration_s, checks), se.recs, se.metrics)
 
 
 def exp_overhead(rate: str, duration_s: float, rounds: int, out: Path) -> dict[str, Any]:
