@@ -351,7 +351,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
     mptcp_cli.register(datapath_app, testbed_app)
     softbw_cli.register(datapath_app, testbed_app)
-    host_cli.register(testbed_app)
+    host_cli.register(datapath_app, testbed_app)
     guest_cli.register(testbed_app)
     app.add_typer(datapath_app, name="datapath")
     app.add_typer(testbed_app, name="testbed")

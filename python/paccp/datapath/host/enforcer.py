@@ -28,11 +28,11 @@ What it sets up (all in the host's namespace):
 - **Fabric law** (optional, :class:`FabricLaw`): for a bottleneck beyond the port, shared with other
   hosts, the host measures the queueing delay on the path itself (ICMP echo to a peer host, answered by
   the peer's kernel; kernel receive timestamps; the minimum per tick minus the minimum ever seen) and
-  shapes each VM's aggregate by PACCP's law: every tick, marked (delay above ``target_s``):
-  r = max(theta, r (1 - alpha / 2)) with alpha DCTCP's moving share of marked ticks; else
-  r = r + omega x ``step_frac`` x port. The leaf's rate and ceil are then min(r, x) (not work conserving
-  beyond r). Every host sees the same fabric queue, so the VMs' aggregates converge to rates in
-  proportion to omega above theta, the optimum at the shared link, whatever the guests' transports.
+  shapes each VM's aggregate to r_i = max(theta_i, omega_i lam) where lam, one number per host, follows
+  AIMD: a tick with delay above ``target_s``: lam (1 - alpha / 2), alpha DCTCP's moving share of such
+  ticks; else, while the VMs use their rates, lam + ``step_frac`` x port. The leaf's rate and ceil are
+  min(r_i, x_i) (not work conserving beyond r_i). Hosts that see the same fabric queue converge to the
+  same lam, so the split at the shared link is PACCP's optimum, whatever the guests' transports.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ HOST_SHARE = 0.01  # of the port, reserved for the host's own traffic (probes, c
 IDLE_FLOOR = 0.005  # of the port: the rate of an idle VM's leaf until the agent sees it active
 ACTIVE_SHARE = 0.005  # of the port per tick: a VM that sent more than this is active
 FRAME = 1514
-USED_SHARE = 0.9  # the fabric law increases a VM's rate only while it sends at least this share of it
+DECREASE_ROUND_S = 0.05  # the fabric law decreases at most once per this long
+USED_SHARE = 0.9  # the fabric law increases only while the VMs send at least this share of their rates
 SAMPLE_SLACK_S = 0.003  # a counter sample is recorded only if reading it took at most this (median 0.7 ms)
 MAX_VMS = 0xEF00
 
@@ -104,7 +105,7 @@ class FabricLaw:
 
     peer: str
     target_s: float = 0.002  # queueing delay above this marks a tick
-    step_frac: float = 0.004  # additive increase per agent interval and unit of omega, as a share of the port
+    step_frac: float = 0.002  # additive increase per agent interval and unit of omega, as a share of the port
     gain: float = 1 / 16  # DCTCP's gain of the marked share
     probe_every_s: float = 0.002
 
@@ -135,7 +136,6 @@ class _Vm:
     cap_bps: int
     ifindex: int = 0
     last_active: float = -1e9
-    law_bps: float = 0.0
     set_rate: int = 0
     set_ceil: int = 0
 
@@ -149,11 +149,13 @@ class HostEnforcer:
     netns: str | None = None
     interval_s: float = 0.02
     hold_s: float = 0.2
-    queue_bytes: int = 0  # per VM leaf; 0: 2 ms of the port, at least 32 frames
+    queue_bytes: int = 0  # per VM leaf; 0: 5 ms of the port, at least 64 frames
     enforce: bool = True  # False: one FIFO at the port rate, counters only (the baseline)
     fabric: FabricLaw | None = None
     rt_priority: int = 10  # SCHED_FIFO priority of the agent's threads (0: the default policy)
     realtime: bool = False  # whether the agent loop got it
+    lam_bps: float = 0.0  # fabric law: the host's rate per unit of omega
+    _calm_until: float = 0.0
     record_every_s: float = 0.1  # the agent appends (time.monotonic(), every VM's sent bytes) to ``series``
     series: list[tuple[float, dict[str, int]]] = field(default_factory=list)
     ticks: int = 0
@@ -174,7 +176,9 @@ class HostEnforcer:
         if not 0.001 <= self.interval_s <= 1.0:
             raise UserError("the agent's interval must be in 1 ms .. 1 s")
         if not self.queue_bytes:
-            self.queue_bytes = max(32 * FRAME, self.rate_bps // 8 // 500)
+            # a guest's sender that the (loaded) host does not schedule for a few ms still has its leaf
+            # backlogged: 5 ms of the port (24 connections' minimum windows also fit at 100 Mbit/s)
+            self.queue_bytes = max(64 * FRAME, self.rate_bps // 8 // 200)
 
     # --- configuration ---------------------------------------------------------------------------------
 
@@ -298,7 +302,7 @@ class HostEnforcer:
                 "limit",
                 str(self.queue_bytes),
             )
-            vm.law_bps = vm.cap_bps / len(self._vms)  # the law starts from an equal split
+        self.lam_bps = self.rate_bps / sum(v.usage.omega for v in self._vms.values())  # the port's split
         self._tc("qdisc", "add", "dev", self.port, "clsact")
         self._tc(
             "filter",
@@ -433,33 +437,43 @@ class HostEnforcer:
                         if u.backlog_bytes > 0 or u.rate_bps > ACTIVE_SHARE * self.rate_bps:
                             vm.last_active = t
                         u.active = t - vm.last_active <= self.hold_s
-                        if self.fabric is not None and delay is not None:
-                            self._law(vm, marked, alpha, dt)
+                    if self.fabric is not None and delay is not None:
+                        self._law(marked, alpha, dt)
                     if self.enforce:
                         self._allocate(nl)
-                    if t >= next_rec and tight:
+                    if ta >= next_rec and tight:  # samples at least record_every_s apart
                         sample = {n: v.usage.sent_bytes for n, v in self._vms.items()}
                         self.series.append(((ta + t) / 2, sample))
-                        next_rec += self.record_every_s
-                        if next_rec < t:
-                            next_rec = t + self.record_every_s
+                        next_rec = (ta + t) / 2 + self.record_every_s
                 t_prev = t
                 self.ticks += 1
         finally:
             os.close(fd)
 
-    def _law(self, vm: _Vm, marked: bool, alpha: float, dt: float) -> None:
-        """One step of the law over ``dt`` seconds (per unit of time, not per tick: hosts whose agents tick
-        at different paces on a loaded machine still move at the same speed)."""
+    def _fabric_rate(self, vm: _Vm) -> float:
+        """The law's rate of a VM: max(theta, omega x the host's price-like share per unit of omega)."""
+        return max(float(vm.usage.theta_bps), vm.usage.omega * self.lam_bps)
+
+    def _law(self, marked: bool, alpha: float, dt: float) -> None:
+        """One step of the law over ``dt`` seconds, on the host's rate per unit of omega (``lam_bps``;
+        per unit of time, not per tick: hosts whose agents tick at different paces move at the same speed).
+        Additive increase and multiplicative decrease of one number per host: hosts that see the same
+        fabric queue converge to the same value (Chiu and Jain), and within a host the VMs' rates are
+        max(theta_i, omega_i lam) by construction, which is PACCP's optimum at the shared link."""
         assert self.fabric is not None
-        u = vm.usage
         k = dt / self.interval_s
+        active = [v for v in self._vms.values() if v.usage.active]
         if marked:
-            vm.law_bps = max(float(u.theta_bps), vm.law_bps * (1 - alpha / 2) ** k)
-        elif u.active and u.rate_bps >= USED_SHARE * min(vm.law_bps, u.alloc_bps or vm.law_bps):
-            # increase only a rate the VM uses (the law's "if the connection used its window")
-            step = u.omega * self.fabric.step_frac * self.rate_bps * k
-            vm.law_bps = min(float(vm.cap_bps), vm.law_bps + step)
+            if (
+                time.monotonic() >= self._calm_until
+            ):  # once per round, as DCTCP (the queue takes a while to drain)
+                self.lam_bps *= 1 - alpha / 2
+                self._calm_until = time.monotonic() + DECREASE_ROUND_S
+        elif active and sum(v.usage.rate_bps for v in active) >= USED_SHARE * sum(
+            min(self._fabric_rate(v), v.usage.alloc_bps or v.cap_bps) for v in active
+        ):  # increase only a rate the VMs use (the law's "if the connection used its window")
+            self.lam_bps += self.fabric.step_frac * self.rate_bps * k
+        self.lam_bps = min(max(self.lam_bps, 1000.0), float(self.rate_bps))
 
     def _allocate(self, nl: _Netlink) -> None:
         vms = list(self._vms.values())
@@ -475,7 +489,7 @@ class HostEnforcer:
             rate = max(floor, int(v.usage.alloc_bps)) if v.usage.active else floor
             ceil = v.cap_bps
             if self.fabric is not None:
-                rate = max(floor, min(rate, int(v.law_bps)))
+                rate = max(floor, min(rate, int(self._fabric_rate(v))))
                 ceil = rate
             if abs(rate - v.set_rate) > 0.005 * v.set_rate or ceil != v.set_ceil:
                 quantum = min(200_000, max(FRAME, rate // 8 // 500))  # 2 ms of the rate

@@ -28,6 +28,7 @@ import itertools
 import json
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -127,9 +128,10 @@ def allow_cc(cc: str) -> None:
 
 
 def _start_traffic(
-    net: Net, guests: list[Guest], dst: str, rate_bps: int, seconds: float
+    net: Net, guests: list[Guest], dst: str, rate_bps: int, seconds: float, outdir: Path
 ) -> list[subprocess.Popen[str]]:
-    """One iperf3 server per guest in ``d``, then every guest's client (its own kernel's CC)."""
+    """One iperf3 server per guest in ``d``, then every guest's client (its own kernel's CC; its JSON
+    report in ``outdir``)."""
     clients = []
     for k, _g in enumerate(guests, start=1):
         net.spawn("d", ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)])
@@ -147,7 +149,7 @@ def _start_traffic(
             cg = net.cgroup(g.name)
             vms.vm_set(str(cg), 0, g.law_omega)
             cmd += ["-C", "paccp"]
-        clients.append(net.spawn(g.name, cmd, cgroup=cg, out=Path(f"/tmp/{net.run_id}-{g.name}.json")))
+        clients.append(net.spawn(g.name, cmd, cgroup=cg, out=outdir / f"{g.name}.json"))
     return clients
 
 
@@ -229,7 +231,8 @@ def run(
     """
     hosts: dict[str, Host] = {}
     out: dict[str, Any] = {"enforced": enforce, "rate_bps": rate_bps, "fabric_bps": fabric_bps}
-    with testbed() as net:
+    with testbed() as net, tempfile.TemporaryDirectory(prefix="paccp-host-") as tmpdir:
+        tmp = Path(tmpdir)
         net.add_node("d")
         if fabric_bps is None:
             net.add_node("h", router=True)
@@ -263,7 +266,7 @@ def run(
             hosts[g.host].enf.add_vm(g.name, hif, int(g.theta_share * (fabric_bps or rate_bps)), g.omega, cap)
         with _enforcers(list(hosts.values())), _bpf_stats_on(bpf_stats):
             total = WARMUP_S + duration_s + 1
-            clients = _start_traffic(net, guests, dst, rate_bps, total)
+            clients = _start_traffic(net, guests, dst, rate_bps, total, tmp)
             t_start = time.monotonic()
             cpu = CpuMeter()
             with progress() as prog:
@@ -331,11 +334,7 @@ def run(
             from prometheus_client import generate_latest
 
             out["metrics_text"] = generate_latest(out.pop("metrics")).decode()
-        out["goodput_bps"] = {
-            g.name: _iperf_goodput(Path(f"/tmp/{net.run_id}-{g.name}.json"), g.conns == 0) for g in guests
-        }
-        for g in guests:
-            Path(f"/tmp/{net.run_id}-{g.name}.json").unlink(missing_ok=True)
+        out["goodput_bps"] = {g.name: _iperf_goodput(tmp / f"{g.name}.json", g.conns == 0) for g in guests}
     out["mean_bps"] = mean
     out["windows_bps"] = wins
     out["window_cover"] = round(len(wins) * WINDOW_S / duration_s, 3)
@@ -405,28 +404,87 @@ def _records(exp: str, tag: str, r: dict[str, Any]) -> list[Any]:
     return metering.records(exp, tag, w, {n: round(x * span / 8) for n, x in r["mean_bps"].items()}, vms)
 
 
+@dataclass
+class Series:
+    """Enforced runs of one experiment against the optimum, then one run without enforcement."""
+
+    rate_bps: int
+    tried: list[dict[str, Any]]
+    opt: dict[str, float]
+    results: list[dict[str, Any]]
+    base: dict[str, Any]
+    recs: list[Any]
+    metrics: str
+
+
+def _series(exp: str, gs: list[Guest], rate: str, duration_s: float, runs: int, fabric: bool) -> Series:
+    """``runs`` enforced runs (per VM: the share of windows within :data:`TOLERANCE` of the optimum, usage
+    records) and one FIFO run, at the rate :func:`choose_rate` picks (``fabric``: ports = fabric link)."""
+
+    def one(r_bps: int, dur: float, enforce: bool) -> dict[str, Any]:
+        return run(gs, r_bps, dur, enforce, fabric_bps=r_bps if fabric else None)
+
+    rate_bps, tried = choose_rate(rate, lambda r: one(r, 3.0, True))
+    opt = optimum_bps(rate_bps, gs)
+    results, recs, metrics = [], [], ""
+    for k in range(runs):
+        r = one(rate_bps, duration_s, True)
+        metrics = r.pop("metrics_text")
+        recs += _records(exp, f"run{k + 1}", r)
+        wins = r["windows_bps"]
+        r["window_share_within"] = {
+            n: round(sum(_within(w[n], opt[n]) for w in wins) / max(1, len(wins)), 3) for n in opt
+        }
+        results.append(r)
+    base = one(rate_bps, duration_s, False)
+    base.pop("metrics_text")
+    return Series(rate_bps, tried, opt, results, base, recs, metrics)
+
+
+def _driven_check(s: Series, what: str) -> dict[str, Any]:
+    util = [r["utilisation"] for r in s.results]
+    return _check(
+        f"the {what} is driven (utilisation >= {DRIVEN_UTILISATION}) in every run",
+        f"the {what} is the bottleneck",
+        ", ".join(f"{u:.3f}" for u in util),
+        min(util) >= DRIVEN_UTILISATION,
+    )
+
+
+def _fifo_check(s: Series, vm: str, what: str) -> dict[str, Any]:
+    x = (s.base["goodput_bps"].get(vm) or 0) / s.opt[vm]
+    return _check(
+        f"without enforcement (one FIFO) {vm} ({what}) takes more than {GAIN_MAX:g} x its optimum "
+        "(the test can fail)",
+        "best effort is unfair",
+        f"{x:.2f}",
+        x > GAIN_MAX,
+    )
+
+
+def _series_summary(
+    exp: str, s: Series, gs: list[Guest], duration_s: float, checks: list[Any]
+) -> dict[str, Any]:
+    return {
+        "experiment": exp,
+        "rate_bps": s.rate_bps,
+        "rate_probes": s.tried,
+        "overcommit": round(sum(g.cap_share for g in gs if g.host == gs[0].host), 3),
+        "guests": [vars(g) | {"optimum_bps": s.opt[g.name]} for g in gs],
+        "duration_s": duration_s,
+        "runs": [_slim(r) for r in s.results],
+        "fifo": _slim(s.base),
+        "checks": checks,
+    }
+
+
 def exp_share(
     rate: str, duration_s: float, runs: int, out: Path, guests: list[Guest] | None = None
 ) -> dict[str, Any]:
     """host-share: over-committed port, per-VM window shares against the optimum, + one FIFO run."""
     gs = guests or share_guests()
-    rate_bps, tried = choose_rate(rate, lambda r: run(gs, r, 3.0, True))
-    opt = optimum_bps(rate_bps, gs)
-    results, recs = [], []
-    metrics = ""
-    for k in range(runs):
-        r = run(gs, rate_bps, duration_s, True)
-        metrics = r.pop("metrics_text")
-        recs += _records("host-share", f"run{k + 1}", r)
-        frac = {
-            n: sum(_within(w[n], opt[n]) for w in r["windows_bps"]) / max(1, len(r["windows_bps"]))
-            for n in opt
-        }
-        r["window_share_within"] = {n: round(f, 3) for n, f in frac.items()}
-        results.append(r)
-    base = run(gs, rate_bps, duration_s, False)
-    base.pop("metrics_text")
-    recs += _records("host-share", "fifo", base) if base["mean_bps"] else []
+    se = _series("host-share", gs, rate, duration_s, runs, fabric=False)
+    opt, results = se.opt, se.results
     checks = []
     for g in gs:
         fr = [r["window_share_within"][g.name] for r in results]
@@ -454,37 +512,9 @@ def exp_share(
                 worst <= GAIN_MAX,
             )
         )
-        fifo = (base["goodput_bps"].get(g.name) or 0) / opt[g.name]
-        checks.append(
-            _check(
-                f"without enforcement (one FIFO) {g.name} takes more than {GAIN_MAX:g} x its share "
-                "(the test can fail)",
-                "best effort is unfair",
-                f"{fifo:.2f}",
-                fifo > GAIN_MAX,
-            )
-        )
-    util = [r["utilisation"] for r in results]
-    checks.append(
-        _check(
-            f"the port is driven (utilisation >= {DRIVEN_UTILISATION}) in every run",
-            "the port is the bottleneck",
-            ", ".join(f"{u:.3f}" for u in util),
-            min(util) >= DRIVEN_UTILISATION,
-        )
-    )
-    summary = {
-        "experiment": "host-share",
-        "rate_bps": rate_bps,
-        "rate_probes": tried,
-        "overcommit": round(sum(g.cap_share for g in gs), 3),
-        "guests": [vars(g) | {"optimum_bps": opt[g.name]} for g in gs],
-        "duration_s": duration_s,
-        "runs": [_slim(r) for r in results],
-        "fifo": _slim(base),
-        "checks": checks,
-    }
-    return _finish(out, summary, recs, metrics)
+        checks.append(_fifo_check(se, g.name, g.describe()))
+    checks.append(_driven_check(se, "port"))
+    return _finish(out, _series_summary("host-share", se, gs, duration_s, checks), se.recs, se.metrics)
 
 
 def _slim(r: dict[str, Any]) -> dict[str, Any]:
@@ -596,22 +626,8 @@ def exp_fabric(rate: str, duration_s: float, runs: int, out: Path) -> dict[str, 
     """host-fabric: two hosts (ports at the fabric's rate) share one fabric link; the host agents shape
     each VM by PACCP's law on the fabric's queueing delay. Against the optimum at the fabric link."""
     gs = fabric_guests()
-    rate_bps, tried = choose_rate(rate, lambda r: run(gs, r, 3.0, True, fabric_bps=r))
-    opt = optimum_bps(rate_bps, gs)
-    results, recs = [], []
-    metrics = ""
-    for k in range(runs):
-        r = run(gs, rate_bps, duration_s, True, fabric_bps=rate_bps)
-        metrics = r.pop("metrics_text")
-        recs += _records("host-fabric", f"run{k + 1}", r)
-        frac = {
-            n: sum(_within(w[n], opt[n]) for w in r["windows_bps"]) / max(1, len(r["windows_bps"]))
-            for n in opt
-        }
-        r["window_share_within"] = {n: round(f, 3) for n, f in frac.items()}
-        results.append(r)
-    base = run(gs, rate_bps, duration_s, False, fabric_bps=rate_bps)
-    base.pop("metrics_text")
+    se = _series("host-fabric", gs, rate, duration_s, runs, fabric=True)
+    opt, results = se.opt, se.results
     checks = []
     for g in gs:
         means = [r["mean_bps"][g.name] / opt[g.name] for r in results]
@@ -634,35 +650,9 @@ def exp_fabric(rate: str, duration_s: float, runs: int, out: Path) -> dict[str, 
                 min(fr) >= WINDOW_SHARE,
             )
         )
-    b1 = (base["goodput_bps"].get("b1") or 0) / opt["b1"]
-    checks.append(
-        _check(
-            "without enforcement b1 (24 connections) takes more than 1.10 x its optimum",
-            "best effort is unfair",
-            f"{b1:.2f}",
-            b1 > GAIN_MAX,
-        )
-    )
-    util = [r["utilisation"] for r in results]
-    checks.append(
-        _check(
-            f"the fabric link is driven (utilisation >= {DRIVEN_UTILISATION}) in every run",
-            "the fabric is the bottleneck",
-            ", ".join(f"{u:.3f}" for u in util),
-            min(util) >= DRIVEN_UTILISATION,
-        )
-    )
-    summary = {
-        "experiment": "host-fabric",
-        "rate_bps": rate_bps,
-        "rate_probes": tried,
-        "guests": [vars(g) | {"optimum_bps": opt[g.name]} for g in gs],
-        "duration_s": duration_s,
-        "runs": [_slim(r) for r in results],
-        "fifo": _slim(base),
-        "checks": checks,
-    }
-    return _finish(out, summary, recs, metrics)
+    checks.append(_fifo_check(se, "b1", "24 connections"))
+    checks.append(_driven_check(se, "fabric link"))
+    return _finish(out, _series_summary("host-fabric", se, gs, duration_s, checks), se.recs, se.metrics)
 
 
 def exp_overhead(rate: str, duration_s: float, rounds: int, out: Path) -> dict[str, Any]:
@@ -683,6 +673,7 @@ def exp_overhead(rate: str, duration_s: float, rounds: int, out: Path) -> dict[s
                 if on and key == "cpu":
                     stats.append(r["prog_ns_per_packet"])
                     pkts.append(r["prog_packets"])
+    others = _reference_costs(duration_s)
     med = {k: {s: statistics.median(v) for s, v in d.items()} for k, d in tput.items()}
     ratio = {k: d["on"] / max(1.0, d["off"]) for k, d in med.items()}
     ns = {p: statistics.median(s[p] for s in stats) for p in stats[0]}
@@ -715,9 +706,52 @@ def exp_overhead(rate: str, duration_s: float, rounds: int, out: Path) -> dict[s
         "host_ns_per_forwarded_packet": round(per_pkt, 1),
         "core_share_at_10g_mtu": round(pps_10g * per_pkt / 1e9, 4),
         "alone_goodput_bps": {k: {s: [round(x) for x in v] for s, v in d.items()} for k, d in tput.items()},
+        "same_machine_references": others,
         "alone_ratio_on_over_off": {k: round(v, 4) for k, v in ratio.items()},
         "note": "cpu: the port at 10 Gbit/s (never the limit), so the flow is CPU-bound and the ratio shows "
         "the programs' and the htb's cost on this shared machine; port: the testbed's rate",
         "checks": checks,
     }
     return _finish(out, summary, [], "")
+
+
+def _struct_ops_stats(prefix: str = "paccp_") -> dict[str, tuple[int, int]]:
+    """(run_time_ns, run_cnt) of every loaded struct_ops program named ``prefix*`` (paccp's CC)."""
+    res = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=False)
+    try:
+        progs = json.loads(res.stdout)
+    except json.JSONDecodeError:
+        return {}
+    return {
+        p["name"]: (int(p.get("run_time_ns", 0)), int(p.get("run_cnt", 0)))
+        for p in progs
+        if p.get("type") == "struct_ops" and str(p.get("name", "")).startswith(prefix)
+    }
+
+
+def _reference_costs(duration_s: float) -> dict[str, Any]:
+    """The existing schemes' per-packet BPF cost on this machine now, next to the host programs': SoftBW's
+    port program (its own ``softbw-overhead`` bulk phase, one round) and paccp's congestion control (a
+    guest running it through the unshaped port: ns per call of each struct_ops program)."""
+    from paccp.datapath.softbw import short
+
+    with tempfile.TemporaryDirectory(prefix="paccp-host-ref-") as tmp:
+        sb = short.exp_overhead(Path(tmp), bulk_s=duration_s, rounds=1, pings=200)
+    guest = [Guest("vm1", 0.0, 1.0, "paccp", 1, law_omega=1.0)]
+    with _bpf_stats_on(True):
+        a = _struct_ops_stats()
+        r = run(guest, 10_000_000_000, duration_s, False)
+        b = _struct_ops_stats()
+    calls = {n: (b[n][0] - a.get(n, (0, 0))[0], b[n][1] - a.get(n, (0, 0))[1]) for n in b}
+    per_call = {n: round(t / c, 1) for n, (t, c) in calls.items() if c > 0}
+    acks = calls.get("paccp_pkts_acked", (0, 0))[1]
+    per_ack = sum(calls.get(n, (0, 0))[0] for n in ("paccp_cong_avoid", "paccp_pkts_acked")) / max(1, acks)
+    return {
+        "softbw_port_program_ns_per_packet": sb.get("program_ns_per_packet"),
+        "paccp_cc_ns_per_call": per_call,
+        "paccp_cc_ns_per_ack": round(per_ack, 1),
+        "paccp_cc_goodput_bps": r["goodput_bps"]["vm1"],
+        "note": "same machine, same load, same unshaped port; SoftBW: `paccp testbed softbw-overhead`'s bulk "
+        "phase; paccp: one guest with paccp (omega 1) and no host enforcement, "
+        "cong_avoid + pkts_acked per ACK",
+    }
