@@ -138,7 +138,6 @@ def test_auto_rate_is_at_most_half_what_the_guest_alone_pushes_and_measurable() 
 def test_host_enforcer_holds_the_guest_kernel_to_its_share(guest_ok: None, tmp_path: Path) -> None:
     """The experiment scaled down (only the enforced phase, 3 s at 10 Mbit/s): under the host enforcer,
     the guest with 8 cubic connections and the namespace guest with 1 reno connection get their optimum."""
-    pytest.importorskip("paccp.datapath.host.enforcer")
     gvm = experiment.Vm("guest", 0, 1.0, 8, "cubic")
     nvm = experiment.Vm("ns", 0, 2.0, 1, "reno")
     s = experiment.run(10_000_000, 3.0, tmp_path, gvm, nvm, phases_run=("enforced",))
