@@ -52,7 +52,6 @@ GUEST_TAP = "tq"
 # port rates --rate auto picks from, highest first (TCG guests push tens of Mbit/s, less under load)
 AUTO_RATES_BPS = (100_000_000, 50_000_000, 20_000_000, 10_000_000, 5_000_000, 2_000_000)
 MIN_FRAMES = 20  # a VM's optimum share per window, in full frames, for the 10 % check to mean anything
-FRAME_BYTES = 1514
 HEADROOM = 2.0  # the guest alone pushes this many times the port rate (in >= 90 % of windows)
 GUEST_SLACK_S = 8.0  # the guest's iperf3 runs this much longer than the phase (its start is slow)
 
@@ -285,7 +284,7 @@ def measurable(rate_bps: int, flows: list[testbed.FlowSpec]) -> bool:
     """Whether every VM's optimum share at ``rate_bps`` is at least :data:`MIN_FRAMES` full frames per
     window (below it, one frame more or less in a window is more than the 10 % tolerance's half)."""
     opt, _ = testbed.optimum_rates(float(rate_bps), flows)
-    return min(opt) * WINDOW_S / 8 >= MIN_FRAMES * FRAME_BYTES
+    return min(opt) * WINDOW_S / 8 >= MIN_FRAMES * netns.FRAME_BYTES
 
 
 def auto_rate(alone_windows_bps: list[float], flows: list[testbed.FlowSpec]) -> int:
@@ -406,8 +405,8 @@ def _summary(
             "statement": f"every VM's optimum share is >= {MIN_FRAMES} full frames per 100 ms window",
             "paper": "a 10 % tolerance per window is larger than one frame",
             "ours": f"smallest optimum {min(opt.values()) / 1e6:.2f} Mbit/s = "
-            f"{min(opt.values()) * WINDOW_S / 8 / FRAME_BYTES:.1f} frames per window",
-            "holds": min(opt.values()) * WINDOW_S / 8 >= MIN_FRAMES * FRAME_BYTES,
+            f"{min(opt.values()) * WINDOW_S / 8 / netns.FRAME_BYTES:.1f} frames per window",
+            "holds": min(opt.values()) * WINDOW_S / 8 >= MIN_FRAMES * netns.FRAME_BYTES,
         }
     )
     fifo = phases.get("fifo")
