@@ -21,3 +21,16 @@ def test_bad_options_are_one_line_errors(
 ) -> None:
     code, _out, err = cli(["testbed", "kvm-guest", "--out", "/tmp/paccp-kvm-guest-unused", *args], capsys)
     assert want in one_line_error(code, err)
+
+
+def test_missing_qemu_or_kvm_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from paccp.datapath.guest import image, vm
+    from paccp.errors import EnvironmentUnsupported
+
+    monkeypatch.setattr(image.shutil, "which", lambda _name: None)
+    with pytest.raises(EnvironmentUnsupported, match="qemu-system-x86_64 is not installed"):
+        vm.require("tcg")
+    monkeypatch.setattr(image.shutil, "which", lambda _name: "/usr/bin/qemu-system-x86_64")
+    monkeypatch.setattr(vm.os, "access", lambda _path, _mode: False)
+    with pytest.raises(EnvironmentUnsupported, match="/dev/kvm is missing"):
+        vm.require("kvm")
