@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from paccp.datapath.core.netns import Net, testbed
+from paccp.datapath.core import netns
 from paccp.datapath.host import enforcer as E
 from paccp.datapath.host import testbed as hb
 from paccp.errors import UserError
@@ -144,7 +144,7 @@ def test_host_overhead(root: None, tmp_path: Path) -> None:
     _no_leftovers()
 
 
-def _host(net: Net, n_vms: int) -> tuple[str, list[str]]:
+def _host(net: netns.Net, n_vms: int) -> tuple[str, list[str]]:
     """Host ``h`` with a port towards ``d`` and VMs v1..vn (10.60.k.2); returns the port and the VMs'
     host-side interfaces."""
     net.add_node("h", router=True)
@@ -162,7 +162,7 @@ def _host(net: Net, n_vms: int) -> tuple[str, list[str]]:
 
 def test_leaf_is_chosen_by_interface_not_address(root: None) -> None:
     """A guest sending with another VM's source address still lands in its own leaf (and meter)."""
-    with testbed() as net:
+    with netns.testbed() as net:
         port, hifs = _host(net, 2)
         enf = E.HostEnforcer(port, RATE, net.ns("h"))
         for k, hif in enumerate(hifs, start=1):
@@ -191,7 +191,7 @@ def test_host_enforce_command(root: None) -> None:
     import sys
     import urllib.request
 
-    with testbed() as net:
+    with netns.testbed() as net:
         port, (hif,) = _host(net, 1)
         cmd = [
             sys.executable,

@@ -564,16 +564,20 @@ def exp_cheat(rate: str, duration_s: float, out: Path) -> dict[str, Any]:
         r = got[(enforce, variant)]
         return float(r["mean_bps"]["vm1"] if enforce else (r["goodput_bps"]["vm1"] or 0.0))
 
+    # the gain is over VM 1's share (the optimum), as the issue states it; over its honest run it is also
+    # reported (an honest single connection may leave part of its share unused on a loaded machine)
     checks = []
     gains: dict[str, dict[str, float]] = {"enforced": {}, "fifo": {}}
+    over_honest: dict[str, dict[str, float]] = {"enforced": {}, "fifo": {}}
     for variant in CHEATS:
         what = "opens 24 connections" if variant == "conns" else "runs PACCP's law with its own omega 8"
-        g_on = vm1(True, variant) / max(1.0, vm1(True, "honest"))
-        g_off = vm1(False, variant) / max(1.0, vm1(False, "honest"))
+        g_on, g_off = vm1(True, variant) / opt["vm1"], vm1(False, variant) / opt["vm1"]
         gains["enforced"][variant], gains["fifo"][variant] = round(g_on, 3), round(g_off, 3)
+        for key, e in (("enforced", True), ("fifo", False)):
+            over_honest[key][variant] = round(vm1(e, variant) / max(1.0, vm1(e, "honest")), 3)
         checks.append(
             _check(
-                f"enforced: VM 1 {what}: gain over its honest run <= {GAIN_MAX:g}",
+                f"enforced: VM 1 {what}: its rate over its share (optimum) <= {GAIN_MAX:g}",
                 "issue 26: gaming gain <= 1.10",
                 f"{g_on:.3f}",
                 g_on <= GAIN_MAX,
@@ -581,7 +585,7 @@ def exp_cheat(rate: str, duration_s: float, out: Path) -> dict[str, Any]:
         )
         checks.append(
             _check(
-                f"without enforcement (one FIFO) the same cheat gains more than {GAIN_MAX:g} "
+                f"without enforcement (one FIFO) the same cheat takes more than {GAIN_MAX:g} x its share "
                 "(the test can fail)",
                 "a sender-side scheme enforces nothing",
                 f"{g_off:.3f}",
@@ -606,6 +610,7 @@ def exp_cheat(rate: str, duration_s: float, out: Path) -> dict[str, Any]:
         "duration_s": duration_s,
         "vm1_bps": {("enforced" if e else "fifo") + f":{v}": round(vm1(e, v)) for e, v in got},
         "gains": gains,
+        "gains_over_honest_run": over_honest,
         "runs": {("enforced" if e else "fifo") + f":{v}": _slim(r) for (e, v), r in got.items()},
         "checks": checks,
     }
