@@ -11,13 +11,14 @@ STAMPS  := .stamps
 RUST_SRC := $(shell find crates -name '*.rs' -o -name 'Cargo.toml' 2>/dev/null) Cargo.toml
 DEMO_OUT ?= out/demo
 
-.PHONY: help setup system-deps build demo test test-rust test-py lint fmt bench crosscheck clean
+.PHONY: help setup system-deps build demo test test-rust test-py lint fmt bench crosscheck guest clean
 
 help:
 	@echo "make demo   - install what is missing, build, run fig4a + fig4c at full size, print the table"
 	@echo "make test   - install what is missing, build, run every test (Rust, Python, datapath, lints)"
 	@echo "make bench  - speed figures (JSON) of the engine, the datapath and the ledger"
 	@echo "make crosscheck - the engine vs ns-3 3.44 (installs the ns3 wheel) and vs the kernel (root)"
+	@echo "make guest  - the QEMU guest's kernel + initramfs (cached in .cache/guest; docs/kvm-guest.md)"
 
 # --- set-up -----------------------------------------------------------------
 $(STAMPS)/system-deps: tools/install-system-deps.sh
@@ -77,5 +78,10 @@ crosscheck: build
 	$(VENV)/bin/pytest -q tests/test_crosscheck_fxprr.py  # FxPrr vs Linux's formula (skipped in make test without ns3)
 	flock /tmp/paccp-datapath.lock $(PACCP) crosscheck --out out/crosscheck
 
+# The QEMU guest's boot files (docs/kvm-guest.md): Debian's cloud kernel + an initramfs built here,
+# cached under .cache/guest/<digest of the inputs>/ (paccp testbed kvm-guest builds it on first use too).
+guest: build
+	$(PY) -m paccp.datapath.guest.image
+
 clean:
-	rm -rf target $(VENV) $(STAMPS) out
+	rm -rf target $(VENV) $(STAMPS) out .cache/guest

@@ -29,6 +29,11 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || have_cmd initdb || n
 # headless Chromium and its WebDriver: the browser test opens the HTML reports (tests/test_report_browser.py)
 have_cmd chromium     || need+=(chromium)
 have_cmd chromedriver || need+=(chromium-driver)
+# a guest with its own kernel (paccp testbed kvm-guest, tests/datapath/test_guest_root.py): QEMU, a
+# static busybox for the guest's initramfs, Debian's cloud kernel (virtio as modules, /lib/modules)
+have_cmd qemu-system-x86_64 || need+=(qemu-system-x86)
+have_pkg busybox-static || need+=(busybox-static)
+compgen -G "/boot/vmlinuz-*-cloud-amd64" >/dev/null || need+=(linux-image-cloud-amd64)
 
 if ((${#need[@]})); then
   echo "installing system packages: ${need[*]}"

@@ -344,11 +344,15 @@ def bench_datapath_cmd(
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     """Add ``datapath`` and ``testbed`` to the root app and ``datapath`` to ``bench``."""
+    from paccp.datapath.guest import cli as guest_cli
+    from paccp.datapath.host import cli as host_cli
     from paccp.datapath.mptcp import cli as mptcp_cli
     from paccp.datapath.softbw import cli as softbw_cli
 
     mptcp_cli.register(datapath_app, testbed_app)
     softbw_cli.register(datapath_app, testbed_app)
+    host_cli.register(datapath_app, testbed_app)
+    guest_cli.register(testbed_app)
     app.add_typer(datapath_app, name="datapath")
     app.add_typer(testbed_app, name="testbed")
     bench_app.command("datapath")(bench_datapath_cmd)
