@@ -340,13 +340,24 @@ def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
-def below_one(ci: dict[str, Any]) -> bool | None:
-    """The paper's "below BE's" judged by an interval: True when all of it is below 1, False when all of it
-    is above 1, None (undecided) when it contains 1 or there is none."""
-    lo, hi = ci.get("lo"), ci.get("hi")
-    if lo is None or hi is None:
+def judged_interval(ci: dict[str, Any]) -> tuple[float, float] | None:
+    """The interval that decides a settled check: the union of the seed-bootstrap interval and the Student-t
+    interval of the per-seed ratios (:func:`pooled_ratio_ci`; the bootstrap alone is too narrow with few
+    seeds), or None when there is none."""
+    ends = [(ci.get(lo), ci.get(hi)) for lo, hi in (("lo", "hi"), ("t_lo", "t_hi"))]
+    known = [(lo, hi) for lo, hi in ends if lo is not None and hi is not None]
+    if not known:
         return None
-    return True if hi < 1.0 else (False if lo > 1.0 else None)
+    return min(lo for lo, _ in known), max(hi for _, hi in known)
+
+
+def below_one(ci: dict[str, Any]) -> bool | None:
+    """The paper's "below BE's" judged by :func:`judged_interval`: True when all of it is below 1, False when
+    all of it is above 1, None (undecided) when it contains 1 or there is none."""
+    iv = judged_interval(ci)
+    if iv is None:
+        return None
+    return True if iv[1] < 1.0 else (False if iv[0] > 1.0 else None)
 
 
 # The estimator of :func:`settle` whose interval decides ``holds``, fixed per size group before any run:
@@ -365,7 +376,8 @@ def _ci_text(st: dict[str, Any], group: str) -> str:
         if ci["ratio"] is None:
             parts.append(f"{name} n/a")
             continue
-        interval = "" if ci["lo"] is None else f" [{ci['lo']:.2f}, {ci['hi']:.2f}]"
+        iv = judged_interval(ci)
+        interval = "" if iv is None else f" [{iv[0]:.2f}, {iv[1]:.2f}]"
         parts.append(f"{name} {ci['ratio']:.2f}{interval}")
     unf = st["unfinished"] + st["unfinished_be"]
     return "; ".join(parts) + f"; {st[judged]['seeds']} seeds, {unf} unfinished"
@@ -416,7 +428,8 @@ def checks_settled(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any
 
 def _upper(ci: dict[str, Any]) -> float:
     """The upper end of an interval (the ratio itself when there is no interval)."""
-    return float(ci["ratio"] if ci["hi"] is None else ci["hi"])
+    iv = judged_interval(ci)
+    return float(ci["ratio"] if iv is None else iv[1])
 
 
 def checks_rcos(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

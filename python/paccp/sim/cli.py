@@ -216,7 +216,10 @@ def _check_seeds(seeds: int | None, first: int) -> int | None:
 def _check_drain(text: str) -> int:
     from paccp.units import parse_duration_ns
 
-    ns = parse_duration_ns(text)
+    try:
+        ns = parse_duration_ns(text)
+    except UserError as exc:
+        raise UserError(f"--drain: {exc.message}") from None
     if not 0 <= ns <= MAX_DRAIN_NS:
         raise UserError(f"--drain must be 0..600s, got {text[:40]}")
     return ns

@@ -240,14 +240,19 @@ def pooled_ratio_ci(
     a seed together, since they share the run).
 
     ``num[i]``/``den[i]`` are (sum, count) of seed i. Returns ``ratio``, ``lo``, ``hi``, ``half`` (half the
-    interval's width) and ``seeds``; the interval is None with fewer than two seeds.
+    interval's width) and ``seeds``; the interval is None with fewer than two seeds. With few seeds a
+    percentile bootstrap is too narrow (it sees only the spread of the seeds it has), so the Student-t
+    interval of the per-seed ratios (:func:`mean_ci`) comes with it: ``t_lo``, ``t_hi``, ``t_half``.
     """
     if len(num) != len(den):
         raise ValueError("numerator and denominator need one entry per seed each")
     a = np.asarray(num, dtype=np.float64).reshape(-1, 2)
     b = np.asarray(den, dtype=np.float64).reshape(-1, 2)
     k = a.shape[0]
-    none: dict[str, float | int | None] = {"ratio": None, "lo": None, "hi": None, "half": None, "seeds": k}
+    none: dict[str, float | int | None] = {
+        **dict.fromkeys(("ratio", "lo", "hi", "half", "t_lo", "t_hi", "t_half")),
+        "seeds": k,
+    }
     if k == 0 or a[:, 1].sum() == 0 or b[:, 1].sum() == 0 or b[:, 0].sum() == 0:
         return none
     ratio = float((a[:, 0].sum() / a[:, 1].sum()) / (b[:, 0].sum() / b[:, 1].sum()))
@@ -259,4 +264,11 @@ def pooled_ratio_ci(
     ok = (ac > 0) & (bc > 0) & (bn > 0)  # a resample without flows of a class has no ratio
     boot = (an[ok] / ac[ok]) / (bn[ok] / bc[ok])
     lo, hi = np.percentile(boot, [50 * (1 - confidence), 50 * (1 + confidence)])
-    return {"ratio": ratio, "lo": float(lo), "hi": float(hi), "half": float(hi - lo) / 2, "seeds": k}
+    each = (a[:, 1] > 0) & (b[:, 1] > 0) & (b[:, 0] > 0)
+    t = mean_ci(list((a[each, 0] / a[each, 1]) / (b[each, 0] / b[each, 1])), confidence)
+    t_mean, t_half = t["mean"], t["ci95"]
+    t_lo, t_hi = (None, None) if t_mean is None or t_half is None else (t_mean - t_half, t_mean + t_half)
+    return {
+        "ratio": ratio, "lo": float(lo), "hi": float(hi), "half": float(hi - lo) / 2,
+        "t_lo": t_lo, "t_hi": t_hi, "t_half": t_half, "seeds": k,
+    }  # fmt: skip
