@@ -11,36 +11,47 @@ seed-bootstrap 95 % interval) that ``checks`` judges.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from paccp.experiments.workload import below_one, judged_interval
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "datamining.md"
 BEGIN, END = "<!-- results:begin (tools/datamining_table.py) -->", "<!-- results:end -->"
-GROUPS = ("overall", "small", "medium", "big")
+TARGET_HALF = 0.1  # the issue's half-width
 
 
 def _cell(ci: dict[str, Any]) -> str:
+    """``0.83 [0.78, 0.88]``: the pooled ratio and the interval that judges it (bootstrap and t, united)."""
     if ci.get("ratio") is None:
         return "n/a"
-    if ci.get("lo") is None:
-        return f"{ci['ratio']:.2f}"
-    return f"{ci['ratio']:.2f} [{ci['lo']:.2f}, {ci['hi']:.2f}]"
+    iv = judged_interval(ci)
+    return f"{ci['ratio']:.2f}" if iv is None else f"{ci['ratio']:.2f} [{iv[0]:.2f}, {iv[1]:.2f}]"
 
 
-def _verdict(ci: dict[str, Any]) -> str:
-    lo, hi = ci.get("lo"), ci.get("hi")
-    if lo is None or hi is None:
-        return "n/a"
-    return "below 1" if hi < 1 else ("**above 1**" if lo > 1 else "undecided")
+def _half(ci: dict[str, Any]) -> str:
+    iv = judged_interval(ci)
+    return "n/a" if iv is None else f"{(iv[1] - iv[0]) / 2:.2f}"
+
+
+def seeds_needed(ci: dict[str, Any], target: float = TARGET_HALF) -> int | None:
+    """Seeds for a half-width of ``target``, extrapolated from this one (half-width ~ 1 / sqrt(seeds))."""
+    iv = judged_interval(ci)
+    if iv is None:
+        return None
+    half = (iv[1] - iv[0]) / 2
+    return max(int(ci["seeds"]), math.ceil(ci["seeds"] * (half / target) ** 2))
 
 
 def table(out_dir: Path) -> str:
     """The markdown table: one row per figure, load and class; ratios to BE with their 95 % intervals."""
     lines = [
-        "| figure | load | class | seeds | overall, size-adjusted | ± | verdict | overall, plain | ±"
-        " | finished only | small | medium | big | flows (class / BE) | unfinished (class / BE) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| figure | load | class | seeds | all flows, size-adjusted | ± | verdict | seeds for ±0.1"
+        " | all flows, plain | ± | finished only | small (plain) | medium (plain) | big, > 1 MB (size-adj.)"
+        " | flows (class / BE) | unfinished (class / BE) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for fig in ("fig9", "fig11"):
         path = out_dir / fig / "summary.json"
@@ -52,6 +63,7 @@ def table(out_dir: Path) -> str:
                 st = row["settled"][cos]
                 ov = st["overall"]
                 sized, plain = ov["sized"], ov["plain"]
+                need = seeds_needed(sized)
                 cells = [
                     fig,
                     f"{row['load']:.0%}",
@@ -59,20 +71,19 @@ def table(out_dir: Path) -> str:
                     str(sized["seeds"]),
                     _cell(sized),
                     _half(sized),
-                    _verdict(sized),
+                    {True: "below 1", False: "**above 1**", None: "undecided"}[below_one(sized)],
+                    "n/a" if need is None else str(need),
                     _cell(plain),
                     _half(plain),
                     _cell(ov["finished_only"]),
-                    *(_cell(st[g]["sized"]) for g in GROUPS[1:]),
+                    _cell(st["small"]["plain"]),
+                    _cell(st["medium"]["plain"]),
+                    _cell(st["big"]["sized"]),
                     f"{ov['flows']} / {ov['flows_be']}",
                     f"{ov['unfinished']} / {ov['unfinished_be']}",
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _half(ci: dict[str, Any]) -> str:
-    return "n/a" if ci.get("half") is None else f"{ci['half']:.2f}"
 
 
 def main(argv: list[str]) -> int:
