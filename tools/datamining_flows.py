@@ -4,7 +4,8 @@
 
 Pools DIR/points/*load=LOAD*/flows.parquet (every seed; flows starting in the 50 ms warm-up left out) and
 prints per class and size (small <= 100 KB < medium <= 1 MB < big <= 100 MB < huge): flows, unfinished,
-mean FCT, mean size, mean rate (size / FCT), retransmissions and timeouts per flow. For big and huge flows
+mean FCT, mean size, mean rate (size / FCT), retransmissions and timeouts per flow, the share of flows
+with at least one retransmission timeout and the mean FCT of those without. For big and huge flows
 (the ones that set the mean FCT) it then asks where they shared a bottleneck with whom: a flow's own
 source host carries only its own VM's flows under VBP (one class), its destination's downlink mixes
 classes. ``dst-shared`` is the fraction of a flow's life during which another class's > 1 MB flow ran to
@@ -57,7 +58,9 @@ def main(argv: list[str]) -> int:
         return 2
     seeds = sorted({f["seed"] for f in flows}, key=int)
     print(f"{run} load {load}: {len(flows)} flows, seeds {', '.join(seeds)}")
-    print("class size    flows unfin  meanFCT_ms  meanMB  rate_Gbps  retx/flow  timeouts/flow")
+    print(
+        "class size    flows unfin  meanFCT_ms  meanMB  rate_Gbps  retx/flow  timeouts/flow  with_RTO  FCT_no_RTO"
+    )
     for cos in ("be", "ds", "mrg"):
         for name in (*(c[0] for c in CLASSES), "huge"):
             sel = [f for f in flows if f["cos"] == cos and _cls(f["size_bytes"]) == name]
@@ -68,9 +71,12 @@ def main(argv: list[str]) -> int:
             mean_mb = np.mean([f["size_bytes"] for f in sel]) / 1e6 if sel else 0.0
             retx = np.mean([f["retransmits"] for f in sel]) if sel else 0.0
             tos = np.mean([f["timeouts"] for f in sel]) if sel else 0.0
+            clean = [f["finish_ns"] - f["start_ns"] for f in fin if f["timeouts"] == 0]
+            with_rto = 1 - len(clean) / len(fin) if fin else 0.0
             print(
                 f"{cos:5} {name:7} {len(sel):6} {len(sel) - len(fin):5} {mean_fct:11.3f} {mean_mb:7.2f}"
-                f" {rate.mean() if fin else 0:10.2f} {retx:10.1f} {tos:14.2f}"
+                f" {rate.mean() if fin else 0:10.2f} {retx:10.1f} {tos:14.2f} {with_rto:9.1%}"
+                f" {np.mean(clean) / 1e6 if clean else 0:11.3f}"
             )
     end = max((f["finish_ns"] or 0) for f in flows)
     big = [f for f in flows if f["size_bytes"] > BIG and f["finish_ns"] is not None]
