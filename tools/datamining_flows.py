@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
     seeds = sorted({f["seed"] for f in flows}, key=int)
     print(f"{run} load {load}: {len(flows)} flows, seeds {', '.join(seeds)}")
     print(
-        "class size    flows unfin  meanFCT_ms  meanMB  rate_Gbps  retx/flow  timeouts/flow  with_RTO  FCT_no_RTO"
+        "class size    flows unfin  meanFCT_ms  meanMB  rate_Gbps  retx/flow  RTOs/flow  with_RTO  FCT_no_RTO"
     )
     for cos in ("be", "ds", "mrg"):
         for name in (*(c[0] for c in CLASSES), "huge"):
@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
             with_rto = 1 - len(clean) / len(fin) if fin else 0.0
             print(
                 f"{cos:5} {name:7} {len(sel):6} {len(sel) - len(fin):5} {mean_fct:11.3f} {mean_mb:7.2f}"
-                f" {rate.mean() if fin else 0:10.2f} {retx:10.1f} {tos:14.2f} {with_rto:9.1%}"
+                f" {rate.mean() if fin else 0:10.2f} {retx:10.1f} {tos:10.2f} {with_rto:9.1%}"
                 f" {np.mean(clean) / 1e6 if clean else 0:11.3f}"
             )
     end = max((f["finish_ns"] or 0) for f in flows)
