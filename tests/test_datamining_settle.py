@@ -153,3 +153,35 @@ def test_few_seeds_are_judged_with_the_wider_student_t_interval_too() -> None:
     assert judged_interval(r) == (r["t_lo"], r["t_hi"])
     assert r["hi"] < 1.0 and below_one(r) is None  # the bootstrap alone would have said "below 1"
     assert judged_interval({"lo": 0.5, "hi": 0.7, "t_lo": 0.6, "t_hi": 0.8}) == (0.5, 0.8)
+
+
+def test_results_table_is_generated_from_the_summaries(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "dm_table", Path(__file__).parents[1] / "tools/datamining_table.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    ci = {
+        "ratio": 0.8,
+        "lo": 0.7,
+        "hi": 0.9,
+        "half": 0.1,
+        "t_lo": 0.6,
+        "t_hi": 0.95,
+        "t_half": 0.17,
+        "seeds": 4,
+    }
+    group = {"sized": ci, "plain": ci, "finished_only": ci, "flows": 10, "flows_be": 20, "unfinished": 0}
+    group["unfinished_be"] = 1
+    settled = {cos: dict.fromkeys(("overall", "small", "medium", "big"), group) for cos in ("ds", "mrg")}
+    (tmp_path / "fig9").mkdir()
+    (tmp_path / "fig9" / "summary.json").write_text(
+        json.dumps({"loads": [{"load": 0.8, "settled": settled}]})
+    )
+    text = tool.table(tmp_path)
+    assert "| fig9 | 80% | DS | 4 | 0.80 [0.60, 0.95] | 0.17 | below 1 | 13 |" in text  # ceil(4 * (0.175 / 0.1)^2)
+    assert text.count("| fig9 |") == 2 and "| 10 / 20 | 0 / 1 |" in text
+    assert tool.seeds_needed({**ci, "t_lo": None, "t_hi": None}) == 4  # already within 0.1: the seeds it has
