@@ -182,6 +182,8 @@ def test_results_table_is_generated_from_the_summaries(tmp_path: Path) -> None:
         json.dumps({"loads": [{"load": 0.8, "settled": settled}]})
     )
     text = tool.table(tmp_path)
-    assert "| fig9 | 80% | DS | 4 | 0.80 [0.60, 0.95] | 0.17 | below 1 | 13 |" in text  # ceil(4 * (0.175 / 0.1)^2)
+    # the judging interval is the union [0.60, 0.95]; ceil(4 * (0.175 / 0.1)^2) = 13 seeds for +/- 0.1
+    assert "| fig9 | 80% | DS | 4 | 0.80 [0.60, 0.95] | 0.17 | below 1 | 13 |" in text
     assert text.count("| fig9 |") == 2 and "| 10 / 20 | 0 / 1 |" in text
-    assert tool.seeds_needed({**ci, "t_lo": None, "t_hi": None}) == 4  # already within 0.1: the seeds it has
+    narrow = {**ci, "lo": 0.75, "hi": 0.85, "t_lo": None, "t_hi": None}
+    assert tool.seeds_needed(narrow) == 4  # already within 0.1: the seeds it has
