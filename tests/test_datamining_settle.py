@@ -72,10 +72,11 @@ def test_interval_wider_with_noisier_seeds() -> None:
 
 
 def test_verdict_needs_the_whole_interval_on_one_side() -> None:
-    assert below_one({"lo": 0.7, "hi": 0.95}) is True
-    assert below_one({"lo": 1.02, "hi": 1.3}) is False
-    assert below_one({"lo": 0.8, "hi": 1.1}) is None
-    assert below_one({"lo": None, "hi": None}) is None
+    assert below_one({"lo": 0.7, "hi": 0.95, "seeds": 3}) is True
+    assert below_one({"lo": 1.02, "hi": 1.3, "seeds": 3}) is False
+    assert below_one({"lo": 0.8, "hi": 1.1, "seeds": 3}) is None
+    assert below_one({"lo": None, "hi": None, "seeds": 3}) is None
+    assert below_one({"lo": 0.7, "hi": 0.95, "seeds": 2}) is None  # two seeds: no verdict
 
 
 def _settled(lo: float, hi: float) -> dict[str, Any]:
@@ -152,7 +153,7 @@ def test_few_seeds_are_judged_with_the_wider_student_t_interval_too() -> None:
     assert r["t_lo"] < r["lo"] and r["t_hi"] > r["hi"]  # 3 seeds: t(2 df) is wider than the bootstrap
     assert judged_interval(r) == (r["t_lo"], r["t_hi"])
     assert r["hi"] < 1.0 and below_one(r) is None  # the bootstrap alone would have said "below 1"
-    assert judged_interval({"lo": 0.5, "hi": 0.7, "t_lo": 0.6, "t_hi": 0.8}) == (0.5, 0.8)
+    assert judged_interval({"lo": 0.5, "hi": 0.7, "t_lo": 0.6, "t_hi": 0.8, "seeds": 3}) == (0.5, 0.8)
 
 
 def test_results_table_is_generated_from_the_summaries(tmp_path: Path) -> None:

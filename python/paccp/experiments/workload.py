@@ -340,10 +340,17 @@ def checks_price(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
+# Two seeds give an interval (t with 1 degree of freedom, a bootstrap of two values) but its width is
+# itself a coin toss (fig9 at 30 %, seeds 1-2: DS/BE 0.85-0.88); no verdict below three.
+MIN_SEEDS_TO_JUDGE = 3
+
+
 def judged_interval(ci: dict[str, Any]) -> tuple[float, float] | None:
     """The interval that decides a settled check: the union of the seed-bootstrap interval and the Student-t
     interval of the per-seed ratios (:func:`pooled_ratio_ci`; the bootstrap alone is too narrow with few
-    seeds), or None when there is none."""
+    seeds), or None when there is none or fewer than :data:`MIN_SEEDS_TO_JUDGE` seeds."""
+    if int(ci.get("seeds") or 0) < MIN_SEEDS_TO_JUDGE:
+        return None
     ends = [(ci.get(lo), ci.get(hi)) for lo, hi in (("lo", "hi"), ("t_lo", "t_hi"))]
     known = [(lo, hi) for lo, hi in ends if lo is not None and hi is not None]
     if not known:
