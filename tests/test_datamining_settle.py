@@ -4,6 +4,7 @@ seeds, unfinished flows at their elapsed time, seed-bootstrap intervals) that ju
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,11 @@ def test_a_small_full_fabric_run_writes_settled_ratios(tmp_path: Path) -> None:
     st = s["loads"][0]["settled"]["ds"]["overall"]
     assert st["sized"]["seeds"] == 2 and st["flows"] > 0 and st["flows_be"] > 0
     assert st["plain"]["ratio"] is not None and st["plain"]["lo"] <= st["plain"]["ratio"] <= st["plain"]["hi"]
+    # --from-cache: the finished points of a longer run (seeds 1-2 of 1-4), nothing run
+    cached = run_spec(SPECS["fig11"], replace(opts, seeds=4, from_cache=True), show=False)
+    assert (
+        cached["points"] == 2 and cached["points_from_cache"] == 2 and cached["loads"][0]["seeds"] == [1, 2]
+    )
     on_disk = json.loads((tmp_path / "fig11" / "summary.json").read_text())
     assert on_disk["setup"]["drain_ms"] == 30 and any(
         "seed-bootstrap" in c["statement"] for c in on_disk["checks"]

@@ -34,6 +34,7 @@ class ExperimentOptions:
     seeds: int | None = None  # number of seeds: seed .. seed + seeds - 1
     loads: tuple[float, ...] | None = None
     drain_ns: int | None = None  # simulated time after the last arrival
+    from_cache: bool = False  # summarise the points already in the cache, run nothing (``--from-cache``)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from paccp.experiments import Experiment, ExperimentOptions, check, register
 from paccp.experiments._common import print_table, write_table
 from paccp.experiments._workload_lib import FULL, QUICK, Size, scenario_dict
 from paccp.sim.metrics import BOOTSTRAP_RESAMPLES, SIZE_GROUPS, combine_seeds, fct_totals, pooled_ratio_ci
-from paccp.sim.sweep import Point, resolve, run_points
+from paccp.sim.sweep import Point, point_key, resolve, run_points
 
 LOAD_DEFINITION = (
     "load = offered inter-rack traffic / total leaf-to-spine capacity (leaves x spines x fabric rate); "
@@ -561,6 +561,12 @@ def _run_prepared(
 ) -> dict[str, Any]:
     out = opts.out_dir / spec.id
     out.mkdir(parents=True, exist_ok=True)
+    if opts.from_cache:  # the points of a long run finished so far (each row lists its seeds)
+        points = [p for p in points if (out / "cache" / f"{point_key(p)}.json").is_file()]
+        if not points:
+            raise UserError(
+                f"--from-cache: no point of {spec.id} with these options is in {out / 'cache'} yet"
+            )
     # Run seed by seed over every load (a stopped run leaves balanced seeds); results in the points' order.
     order = sorted(range(len(points)), key=lambda i: points[i].params["seed"])
     done = dict(
@@ -600,6 +606,7 @@ def _run_prepared(
         **({"smoke_test": SMOKE_NOTE} if opts.quick else {}),
         "points": len(results),
         "points_from_cache": sum(1 for r in results if r.get("cached")),
+        **({"from_cache": True} if opts.from_cache else {}),
         "wall_s_points": round(sum(float(r.get("wall_s", 0.0)) for r in results), 3),
     }
     _plots(spec, rows, out)

@@ -124,6 +124,12 @@ def reproduce(
         "--drain",
         help="workload experiments: simulated time after the last arrival, e.g. 3s (default 100ms)",
     ),
+    from_cache: bool = typer.Option(
+        False,
+        "--from-cache",
+        help="workload experiments: write the summary of the points already finished (e.g. of a long run"
+        " still going), run nothing",
+    ),
 ) -> None:
     """Reproduce paper experiments and compare with the paper's numbers and the optimum.
 
@@ -159,7 +165,8 @@ def reproduce(
             f" applies to {takes}"
         )
     ungridded = [e for e in experiments if not registry[e].takes_grid]
-    grid_given = [n for n, v in (("--seeds", seeds), ("--loads", loads), ("--drain", drain)) if v is not None]
+    grid = (("--seeds", seeds), ("--loads", loads), ("--drain", drain), ("--from-cache", from_cache or None))
+    grid_given = [n for n, v in grid if v is not None]
     if grid_given and ungridded:
         takes = ", ".join(sorted(e for e, x in registry.items() if x.takes_grid))
         raise UserError(
@@ -184,6 +191,7 @@ def reproduce(
         seeds=_check_seeds(seeds, seed),
         loads=None if loads is None else parse_loads(loads),
         drain_ns=None if drain is None else _check_drain(drain),
+        from_cache=from_cache,
     )
     prepared: dict[str, Any] = {}  # every experiment validated and resolved before the first runs
     for exp_id in experiments:
