@@ -1,6 +1,8 @@
 """Where DS/MRG flows gain or lose against BE's, from the flow records of a workload run.
 
     .venv/bin/python tools/datamining_flows.py out/dm/fig9 0.8
+    .venv/bin/python tools/datamining_flows.py --channels RUN_DIR    # drops per queue of a `paccp run` of a
+                                                                      # VBP point (its channels.csv)
 
 Pools DIR/points/*load=LOAD*/flows.parquet (every seed; flows starting in the 50 ms warm-up left out) and
 prints per class and size (small <= 100 KB < medium <= 1 MB < big <= 100 MB < huge): flows, unfinished,
@@ -47,7 +49,38 @@ def _overlap(a: dict[str, Any], b: dict[str, Any], end: int) -> int:
     return max(0, min(a["finish_ns"] or end, b["finish_ns"] or end) - max(a["start_ns"], b["start_ns"]))
 
 
+def channels(run_dir: Path) -> int:
+    """Bytes sent and packets dropped per kind of queue; host links by the class of the host's VM (VBP)."""
+    import csv
+
+    from paccp.experiments._workload_lib import FULL, host_roles
+
+    roles = host_roles(FULL, "vbp")
+    agg: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    with (run_dir / "channels.csv").open(encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            src, dst = r["from"], r["to"]
+            if src.startswith("h"):
+                key = ("host->leaf", roles.get(src, "?"))
+            elif dst.startswith("h"):
+                key = ("leaf->host", roles.get(dst, "?"))
+            else:
+                key = (f"{src.rstrip('0123456789')}->{dst.rstrip('0123456789')}", "")
+            a = agg[key]
+            a[0] += 1
+            a[1] += int(r["tx_bytes"])
+            a[2] += int(r["drops"])
+            a[3] += int(r["drops_ack"])
+    print("queue        class  queues    sent_GB    drops  (of which ACKs)  drops_per_GB")
+    for (kind, cos), (n, tx, drops, acks) in sorted(agg.items()):
+        per_gb = drops / (tx / 1e9) if tx else 0.0
+        print(f"{kind:12} {cos:5} {n:7} {tx / 1e9:10.2f} {drops:8} {acks:16} {per_gb:13.1f}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--channels":
+        return channels(Path(argv[1]))
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
