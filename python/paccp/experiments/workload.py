@@ -22,6 +22,10 @@ Setups (SPEC sections 7-8; choices the paper leaves open are marked *ours*):
   active flows of the same class at the source host when the flow starts.
 - fig10/fig11 (FBP): each flow is BE/DS/MRG with probability 0.6/0.2/0.2, pairs (0, 1), (0, 2),
   (2.5 Gb/s, 2). Deadline (*ours*, analogous): size / min(2.5 Gb/s, 10 Gb/s / n_a), at least 1 ms.
+- fig8-fig11 (full runs): the DS/BE and MRG/BE mean FCT ratios pooled over seeds, unfinished flows at
+  their elapsed time, with seed-bootstrap and t intervals (:func:`settle`), and the paper's "below 1"
+  judged by those intervals (:func:`checks_settled`; docs/datamining.md). ``--seeds``, ``--loads``,
+  ``--drain`` and ``--from-cache`` of ``paccp reproduce`` size the grid and report a long run so far.
 """
 
 from __future__ import annotations
@@ -391,9 +395,10 @@ def _ci_text(st: dict[str, Any], group: str) -> str:
 
 
 def checks_settled(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The paper's "DS and MRG flows finish faster than BE's" judged by the seed-bootstrap 95 % intervals of
-    the size-adjusted mean FCT ratios (:func:`settle`): overall at every load, small and medium over all
-    loads. holds: True when the whole interval is below 1, False when it is all above, None (undecided)."""
+    """The paper's "DS and MRG flows finish faster than BE's" judged by the 95 % intervals
+    (:func:`judged_interval`) of the pooled mean FCT ratios of :func:`settle` (estimator per size group:
+    :data:`JUDGED_BY`): all flows at every load, small and medium flows over all loads. holds: True when the
+    whole interval is below 1, False when it is all above, None (undecided) otherwise."""
     out = []
     paper = "below 1 (Fig. 9: gains smaller than WebSearch)" if spec.id == "fig9" else "below 1"
     for row in rows:
@@ -402,7 +407,7 @@ def checks_settled(spec: Spec, rows: list[dict[str, Any]]) -> list[dict[str, Any
             out.append(
                 check(
                     f"{cos.upper()} mean FCT / BE's below 1 at {row['load']:.0%}, all flows"
-                    " (size-adjusted, pooled over seeds, 95 % seed-bootstrap CI)",
+                    " (size-adjusted, pooled over seeds, 95 % seed-bootstrap and t CI)",
                     paper,
                     _ci_text(st, "overall"),
                     below_one(st[JUDGED_BY["overall"]]),
