@@ -86,11 +86,35 @@ def table(out_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cost_table(out_dir: Path) -> str:
+    """Per figure and load: the seeds finished, engine events and wall time of the points (their cache
+    entries; wall time measured where they ran, with the machine's load at the time)."""
+    lines = [
+        "| figure | load | seeds finished | events (billions) | wall, sum over points (min)"
+        " | wall per point (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for fig in ("fig9", "fig11"):
+        by_load: dict[float, list[dict[str, Any]]] = {}
+        for f in sorted((out_dir / fig / "cache").glob("*.json")):
+            d = json.loads(f.read_text(encoding="utf-8"))
+            by_load.setdefault(float(d["params"]["load"]), []).append(d)
+        for load, ds in sorted(by_load.items(), reverse=True):
+            seeds = sorted(int(d["params"]["seed"]) for d in ds)
+            walls = sorted(round(float(d["wall_s"])) for d in ds)
+            events = sum(int(d["engine"]["events"]) for d in ds) / 1e9
+            lines.append(
+                f"| {fig} | {load:.0%} | {', '.join(map(str, seeds))} | {events:.2f} |"
+                f" {sum(walls) / 60:.0f} | {walls[0]}-{walls[-1]} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
-    text = table(Path(argv[0]))
+    text = table(Path(argv[0])) + "\n" + cost_table(Path(argv[0]))
     if "--write" not in argv[1:]:
         print(text, end="")
         return 0
