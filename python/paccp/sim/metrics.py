@@ -267,7 +267,10 @@ def pooled_ratio_ci(
     each = (a[:, 1] > 0) & (b[:, 1] > 0) & (b[:, 0] > 0)
     t = mean_ci(list((a[each, 0] / a[each, 1]) / (b[each, 0] / b[each, 1])), confidence)
     t_mean, t_half = t["mean"], t["ci95"]
-    t_lo, t_hi = (None, None) if t_mean is None or t_half is None else (t_mean - t_half, t_mean + t_half)
+    # a ratio of positive means is positive: the t interval's lower end is clipped at 0
+    t_lo, t_hi = (
+        (None, None) if t_mean is None or t_half is None else (max(t_mean - t_half, 0.0), t_mean + t_half)
+    )
     return {
         "ratio": ratio, "lo": float(lo), "hi": float(hi), "half": float(hi - lo) / 2,
         "t_lo": t_lo, "t_hi": t_hi, "t_half": t_half, "seeds": k,
