@@ -189,8 +189,11 @@ def test_results_table_is_generated_from_the_summaries(tmp_path: Path) -> None:
         json.dumps({"loads": [{"load": 0.8, "settled": settled}]})
     )
     text = tool.table(tmp_path)
-    # the judging interval is the union [0.60, 0.95]; ceil(4 * (0.175 / 0.1)^2) = 13 seeds for +/- 0.1
-    assert "| fig9 | 80% | DS | 4 | 0.80 [0.60, 0.95] | 0.17 | below 1 | 13 |" in text
+    # the judging interval is the union [0.60, 0.95]; per-seed sd = 0.17 * 2 / t(3) = 0.107, and
+    # t(6) * 0.107 / sqrt(7) = 0.099: 7 seeds for +/- 0.1
+    assert "| fig9 | 80% | DS | 4 | 0.80 [0.60, 0.95] | 0.17 | below 1 | 7 |" in text
+    no_t = {**ci, "t_lo": None, "t_hi": None, "t_half": None, "lo": 0.5, "hi": 1.0}
+    assert tool.seeds_needed(no_t, target=0.125) == 16  # without a t interval: 4 * (0.25 / 0.125)^2
     assert text.count("| fig9 |") == 2 and "| 10 / 20 | 0 / 1 |" in text
     narrow = {**ci, "lo": 0.75, "hi": 0.85, "t_lo": None, "t_hi": None}
     assert tool.seeds_needed(narrow) == 4  # already within 0.1: the seeds it has

@@ -37,12 +37,28 @@ def _half(ci: dict[str, Any]) -> str:
 
 
 def seeds_needed(ci: dict[str, Any], target: float = TARGET_HALF) -> int | None:
-    """Seeds for a half-width of ``target``, extrapolated from this one (half-width ~ 1 / sqrt(seeds))."""
+    """Seeds for a judging half-width of ``target``, extrapolated from this interval.
+
+    The per-seed spread is taken from the t interval (sd = t_half * sqrt(k) / t(k-1)), and the seeds are
+    the fewest n with t(n-1) * sd / sqrt(n) <= target (the t quantile shrinks as seeds are added); without
+    a t interval, the half-width scaled as 1 / sqrt(seeds). A rough guide with 3 seeds.
+    """
+    from scipy.stats import t as student
+
     iv = judged_interval(ci)
     if iv is None:
         return None
+    k = int(ci["seeds"])
     half = (iv[1] - iv[0]) / 2
-    return max(int(ci["seeds"]), math.ceil(ci["seeds"] * (half / target) ** 2))
+    if half <= target:
+        return k
+    if ci.get("t_half") is None:
+        return math.ceil(k * (half / target) ** 2)
+    sd = float(ci["t_half"]) * math.sqrt(k) / float(student.ppf(0.975, k - 1))
+    n = k
+    while float(student.ppf(0.975, n - 1)) * sd / math.sqrt(n) > target and n < 100_000:
+        n += 1
+    return n
 
 
 def table(out_dir: Path) -> str:
