@@ -30,6 +30,11 @@ class ExperimentOptions:
     # ``[transport]`` keys applied to every scenario the experiment builds (``--transport KEY=VALUE``),
     # e.g. {"sack": True}; validated by the scenario schema like a user's file.
     transport: dict[str, Any] = field(default_factory=dict)
+    # The workload grid (``--seeds``, ``--loads``, ``--drain``); None keeps each experiment's own.
+    seeds: int | None = None  # number of seeds: seed .. seed + seeds - 1
+    loads: tuple[float, ...] | None = None
+    drain_ns: int | None = None  # simulated time after the last arrival
+    from_cache: bool = False  # summarise the points already in the cache, run nothing (``--from-cache``)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,9 @@ class Experiment:
     # True when the experiment uses ``ExperimentOptions.duration_ns`` (``--duration``); for the others
     # ``paccp reproduce`` refuses the option (it would be ignored).
     takes_duration: bool = False
+    # True when the experiment is a grid of loads x seeds that takes ``--seeds``, ``--loads`` and ``--drain``
+    # (``ExperimentOptions.seeds``/``loads``/``drain_ns``); ``paccp reproduce`` refuses them for the others.
+    takes_grid: bool = False
     # True when the experiment resumes from a per-point cache kept in DIR/<id>/cache (each entry written
     # atomically; the summary files renamed into place), so an interrupted run is picked up again. An
     # experiment neither ``replaces_dir`` nor ``resumable`` is built by ``paccp reproduce`` in a temporary

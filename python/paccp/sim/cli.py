@@ -111,6 +111,25 @@ def reproduce(
         "--transport",
         help="a key=value of the scenarios' [transport] table for every run (repeatable), e.g. sack=true",
     ),
+    seeds: int | None = typer.Option(
+        None, "--seeds", help="workload experiments: number of seeds (--seed .. --seed + N - 1; default 3)"
+    ),
+    loads: str | None = typer.Option(
+        None,
+        "--loads",
+        help="workload experiments: loads to run, comma-separated fractions, e.g. 0.3,0.5,0.8",
+    ),
+    drain: str | None = typer.Option(
+        None,
+        "--drain",
+        help="workload experiments: simulated time after the last arrival, e.g. 3s (default 100ms)",
+    ),
+    from_cache: bool = typer.Option(
+        False,
+        "--from-cache",
+        help="workload experiments: write the summary of the points already finished (e.g. of a long run"
+        " still going), run nothing",
+    ),
 ) -> None:
     """Reproduce paper experiments and compare with the paper's numbers and the optimum.
 
@@ -145,6 +164,15 @@ def reproduce(
             f"--duration: experiment {untimed[0]!r} sets its own run lengths and would ignore it; it"
             f" applies to {takes}"
         )
+    ungridded = [e for e in experiments if not registry[e].takes_grid]
+    grid = (("--seeds", seeds), ("--loads", loads), ("--drain", drain), ("--from-cache", from_cache or None))
+    grid_given = [n for n, v in grid if v is not None]
+    if grid_given and ungridded:
+        takes = ", ".join(sorted(e for e, x in registry.items() if x.takes_grid))
+        raise UserError(
+            f"{grid_given[0]}: experiment {ungridded[0]!r} is not a workload grid and would ignore it; it"
+            f" applies to {takes}"
+        )
     check_out_dir(out)
     for exp_id in experiments:  # every experiment's directory, before the first one runs
         x = registry[exp_id]
@@ -155,7 +183,15 @@ def reproduce(
             f"--duration must be at least 10ms (rates are measured after a warm-up), got {duration}"
         )
     opts = ExperimentOptions(
-        out_dir=out, seed=seed, quick=quick, duration_ns=dur, transport=parse_assignments(transport)
+        out_dir=out,
+        seed=seed,
+        quick=quick,
+        duration_ns=dur,
+        transport=parse_assignments(transport),
+        seeds=_check_seeds(seeds, seed),
+        loads=None if loads is None else parse_loads(loads),
+        drain_ns=None if drain is None else _check_drain(drain),
+        from_cache=from_cache,
     )
     prepared: dict[str, Any] = {}  # every experiment validated and resolved before the first runs
     for exp_id in experiments:
@@ -171,6 +207,46 @@ def reproduce(
         else:  # built beside DIR/<id>/ and moved into place: a kill leaves nothing half-written there
             with staged_parent(out / exp_id, f"--out (experiment {exp_id})") as parent:
                 x.run(dataclasses.replace(opts, out_dir=parent))
+
+
+MAX_SEEDS = 1000
+MAX_DRAIN_NS = 600 * 1_000_000_000
+
+
+def _check_seeds(seeds: int | None, first: int) -> int | None:
+    if seeds is not None and not 1 <= seeds <= MAX_SEEDS:
+        raise UserError(f"--seeds must be 1..{MAX_SEEDS}, got {seeds}")
+    if seeds is not None and first + seeds - 1 > INT64_MAX:
+        raise UserError(f"--seed {first} with --seeds {seeds} runs past the largest seed {INT64_MAX}")
+    return seeds
+
+
+def _check_drain(text: str) -> int:
+    from paccp.units import parse_duration_ns
+
+    try:
+        ns = parse_duration_ns(text)
+    except UserError as exc:
+        raise UserError(f"--drain: {exc.message}") from None
+    if not 0 <= ns <= MAX_DRAIN_NS:
+        raise UserError(f"--drain must be 0..600s, got {text[:40]}")
+    return ns
+
+
+def parse_loads(text: str) -> tuple[float, ...]:
+    """``"0.3,0.5,0.8"`` -> ``(0.3, 0.5, 0.8)``: distinct fractions in (0, 1], in the order given."""
+    out: list[float] = []
+    for item in text.split(","):
+        try:
+            v = float(item.strip())
+        except ValueError:
+            raise UserError(f"--loads expects comma-separated numbers, got {item.strip()[:40]!r}") from None
+        if not 0 < v <= 1:
+            raise UserError(f"--loads: a load is a fraction in (0, 1], got {item.strip()[:40]}")
+        if v in out:
+            raise UserError(f"--loads: {v:g} given twice")
+        out.append(v)
+    return tuple(out)
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

@@ -192,3 +192,86 @@ def headline(res: Mapping[str, Any]) -> dict[str, Any]:
     row["unfinished"] = allst.get("unfinished")
     row["key"] = res.get("key")
     return row
+
+
+# --------------------------------------------------------------------------------------------------
+# pooled mean FCT over seeds, with unfinished flows as lower bounds, and its seed bootstrap
+
+BOOTSTRAP_RESAMPLES = 10_000
+BOOTSTRAP_SEED = 20261128  # a fixed stream: the interval is a function of the results, rerun-identical
+
+
+def fct_totals(rows: Iterable[Row], warmup_ns: int, end_ns: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Per class of service (plus ``all``) and size group: ``flows``, ``unfinished``, ``sum_fct_ns`` (finished
+    flows), ``sum_elapsed_ns`` (unfinished flows: ``end_ns - start_ns``, a lower bound of their FCT) and
+    ``sum_bytes`` (every flow).
+
+    The same warm-up rule as :func:`flow_stats`. Totals, not means, so that seeds pool by adding them.
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for r in rows:
+        if r.get("size_bytes") is None or int(r["start_ns"]) < warmup_ns:
+            continue
+        start, fin = int(r["start_ns"]), r.get("finish_ns")
+        for cos in (str(r["cos"]), "all"):
+            for g in ("overall", size_class(int(r["size_bytes"]))):
+                t = out.setdefault(cos, {}).setdefault(
+                    g,
+                    {"flows": 0, "unfinished": 0, "sum_fct_ns": 0.0, "sum_elapsed_ns": 0.0, "sum_bytes": 0.0},
+                )
+                t["flows"] += 1
+                t["sum_bytes"] += int(r["size_bytes"])
+                if fin is None:
+                    t["unfinished"] += 1
+                    t["sum_elapsed_ns"] += max(end_ns - start, 0)
+                else:
+                    t["sum_fct_ns"] += int(fin) - start
+    return out
+
+
+def pooled_ratio_ci(
+    num: Sequence[tuple[float, float]],
+    den: Sequence[tuple[float, float]],
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> dict[str, float | int | None]:
+    """Ratio of two pooled means over seeds, ``sum(num sums) / sum(num counts)`` over the same of ``den``,
+    with its seed-bootstrap percentile interval (seeds drawn with replacement, numerator and denominator of
+    a seed together, since they share the run).
+
+    ``num[i]``/``den[i]`` are (sum, count) of seed i. Returns ``ratio``, ``lo``, ``hi``, ``half`` (half the
+    interval's width) and ``seeds``; the interval is None with fewer than two seeds. With few seeds a
+    percentile bootstrap is too narrow (it sees only the spread of the seeds it has), so the Student-t
+    interval of the per-seed ratios (:func:`mean_ci`) comes with it: ``t_lo``, ``t_hi``, ``t_half``.
+    """
+    if len(num) != len(den):
+        raise ValueError("numerator and denominator need one entry per seed each")
+    a = np.asarray(num, dtype=np.float64).reshape(-1, 2)
+    b = np.asarray(den, dtype=np.float64).reshape(-1, 2)
+    k = a.shape[0]
+    none: dict[str, float | int | None] = {
+        **dict.fromkeys(("ratio", "lo", "hi", "half", "t_lo", "t_hi", "t_half")),
+        "seeds": k,
+    }
+    if k == 0 or a[:, 1].sum() == 0 or b[:, 1].sum() == 0 or b[:, 0].sum() == 0:
+        return none
+    ratio = float((a[:, 0].sum() / a[:, 1].sum()) / (b[:, 0].sum() / b[:, 1].sum()))
+    if k < 2 or resamples < 1:
+        return {**none, "ratio": ratio}
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    idx = rng.integers(0, k, size=(resamples, k))
+    an, ac, bn, bc = (m[idx].sum(axis=1) for m in (a[:, 0], a[:, 1], b[:, 0], b[:, 1]))
+    ok = (ac > 0) & (bc > 0) & (bn > 0)  # a resample without flows of a class has no ratio
+    boot = (an[ok] / ac[ok]) / (bn[ok] / bc[ok])
+    lo, hi = np.percentile(boot, [50 * (1 - confidence), 50 * (1 + confidence)])
+    each = (a[:, 1] > 0) & (b[:, 1] > 0) & (b[:, 0] > 0)
+    t = mean_ci(list((a[each, 0] / a[each, 1]) / (b[each, 0] / b[each, 1])), confidence)
+    t_mean, t_half = t["mean"], t["ci95"]
+    # a ratio of positive means is positive: the t interval's lower end is clipped at 0
+    t_lo, t_hi = (
+        (None, None) if t_mean is None or t_half is None else (max(t_mean - t_half, 0.0), t_mean + t_half)
+    )
+    return {
+        "ratio": ratio, "lo": float(lo), "hi": float(hi), "half": float(hi - lo) / 2,
+        "t_lo": t_lo, "t_hi": t_hi, "t_half": t_half, "seeds": k,
+    }  # fmt: skip
