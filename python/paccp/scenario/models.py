@@ -113,7 +113,7 @@ def epoch_ns(text: str) -> int:
     if t.tzinfo is None:
         raise ValueError(f"epoch {shown} needs a time zone (e.g. a trailing Z)")
     try:
-        delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
     except OverflowError:
         raise ValueError(f"epoch {shown} is out of range") from None
     ns = (delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000
