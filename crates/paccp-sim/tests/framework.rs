@@ -242,7 +242,9 @@ impl paccp_sim::Qdisc for OneQueue {
         self.0.push(pkt)
     }
     fn pop(&mut self, _now: u64) -> paccp_sim::Pop {
-        self.0.pop().map_or(paccp_sim::Pop::Empty, paccp_sim::Pop::Packet)
+        self.0
+            .pop()
+            .map_or(paccp_sim::Pop::Empty, paccp_sim::Pop::Packet)
     }
     fn bytes(&self) -> u64 {
         self.0.bytes()
@@ -272,7 +274,11 @@ fn a_queue_discipline_added_from_test_code_runs_like_the_built_in_one() {
     let builtin = run(&s);
     s["queues"] = json!({"switch": {"kind": "one_queue", "buffer": {"packets": 50}}});
     let mine = run_with(&reg, &s);
-    assert_eq!(acked(&mine), acked(&builtin), "a one-level priority queue is one FIFO");
+    assert_eq!(
+        acked(&mine),
+        acked(&builtin),
+        "a one-level priority queue is one FIFO"
+    );
     assert_eq!(mine["flows"], builtin["flows"]);
     assert!(run_err(&s).starts_with("queues.switch.kind: unknown queue discipline 'one_queue'"));
 }

@@ -33,8 +33,9 @@ pub(crate) struct Channel {
     /// Bytes in the queue part of the pipe (the packet being serialised included).
     pub(crate) bytes: u64,
     pub(crate) delay: u64,
-    /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail).
-    pub(crate) sched: Option<Box<dyn Qdisc>>,
+    /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail). Boxed twice: a
+    /// `Box<dyn Qdisc>` is two words, and the channel must stay three cache lines.
+    pub(crate) sched: Option<Box<Box<dyn Qdisc>>>,
     /// Never drops (a host NIC queue under host backpressure: data is gated before it).
     pub(crate) lossless: bool,
     /// A [`Ev::NicRoom`] event is scheduled.

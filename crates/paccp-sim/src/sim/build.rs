@@ -218,7 +218,8 @@ impl Simulation {
                     host_q(c.from)
                 } else {
                     switch_q(c.from)
-                };
+                }
+                .map(Box::new);
                 ch
             })
             .collect();
