@@ -62,6 +62,7 @@ lint: build
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) tools/module_cycles.py
 
 fmt:
 	cargo fmt --all

@@ -11,3 +11,6 @@ def run_json(scenario_json: str, progress: Callable[[int, int], None] | None = N
 
 def memory_latency_ns(bytes: int, loads: int) -> float:
     """Mean ns of a dependent load over a random cycle through ``bytes`` of memory (a machine probe)."""
+
+def check_transport_json(doc_json: str) -> None:
+    """The engine's checks of a scenario's packet and transport sections; ValueError naming the field."""

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from paccp.crosscheck import kernel_newreno as kn
+from paccp.crosscheck import newreno_twin as nt
 
 
 def test_four_newreno_flows_all_move_and_the_twin_shares_agree(tmp_path: Path) -> None:
@@ -17,7 +18,7 @@ def test_four_newreno_flows_all_move_and_the_twin_shares_agree(tmp_path: Path) -
     for tool in ("iperf3", "ip", "tc", "nstat", "tcpdump", "cc"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (tools/install-system-deps.sh)")
-    sc = kn.Scaled(100, 0.25)  # 5 s: 50 of the issue's 10 ms windows
+    sc = nt.Scaled(100, 0.25)  # 5 s: 50 of the issue's 10 ms windows
     k = kn.run_kernel(sc, tmp_path)
     assert all(v["net.ipv4.tcp_sack"] == "0" for v in k["sysctls"].values()), k["sysctls"]
     assert all(v["net.ipv4.tcp_congestion_control"] == "reno" for v in k["sysctls"].values())
@@ -32,5 +33,5 @@ def test_four_newreno_flows_all_move_and_the_twin_shares_agree(tmp_path: Path) -
     assert k["bottleneck_drops"] > 0 and k["bottleneck_utilisation"] > 0.6, k
     # the data connections' SYNs were traced: the twin starts from them
     assert all(t is not None for t in k["data_syn_offsets_ns"]), k["data_syn_offsets_ns"]
-    e = kn.run_engine(sc, True, kn.twin_starts(sc, k))
+    e = nt.run_engine(sc, True, kn.twin_starts(sc, k))
     assert all(f["bytes"] > 500_000 for f in e["flows"]), [f["bytes"] for f in e["flows"]]

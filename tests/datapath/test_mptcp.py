@@ -18,6 +18,7 @@ import pytest
 
 from paccp.datapath.core import env, sim_predict
 from paccp.datapath.mptcp import control as mptcp
+from paccp.datapath.mptcp import experiments as mx
 from paccp.datapath.mptcp import testbed as mt
 
 SIM = sim_predict.QUICK_S
@@ -47,14 +48,14 @@ def bgwc(loaded: None) -> Iterator[None]:
 
 
 def test_htb_priority_is_strict(bgwc: None, tmp_path: Path) -> None:
-    s = mt.exp_prio(RATE, 2, tmp_path)
+    s = mx.exp_prio(RATE, 2, tmp_path)
     assert s["link"]["utilisation"] > 0.85, s
     assert s["link_wc_mbps"] < 0.05 * s["link_bg_mbps"], s
     assert s["subflows"] == {"s1": 4, "s2": 4, "s3": 2}, s  # BG-only senders; s3 has its WC subflow
 
 
 def test_bg_near_guarantee_wc_takes_spare(bgwc: None, tmp_path: Path) -> None:
-    s = mt.exp_bg(RATE, 4, tmp_path, references=False, sim_s=SIM)
+    s = mx.exp_bg(RATE, 4, tmp_path, references=False, sim_s=SIM)
     rows = {r["server"]: r for r in s["servers"]}
     # goodput: at most 1448/1514 = 0.956 of the wire guarantee; with the large send buffers BG is at
     # 0.93-0.94 (README); 0.85 leaves room for a loaded machine
@@ -80,7 +81,7 @@ def test_bg_near_guarantee_wc_takes_spare(bgwc: None, tmp_path: Path) -> None:
 
 def test_wc_follows_competition_level(bgwc: None, tmp_path: Path) -> None:
     """Table 3 row 3: guarantees 40/20/10, A_l 5:2:1 applied per VM (K = 1 each), WC carried by all."""
-    s = mt.exp_table3(RATE, 4, tmp_path, rows=(2,), sim_s=SIM)
+    s = mx.exp_table3(RATE, 4, tmp_path, rows=(2,), sim_s=SIM)
     row = s["rows"][0]
     assert row["wc_policy"] == {f"s{i}": {"a_l": a, "k_live": 1} for i, a in ((1, 5), (2, 2), (3, 1))}, row
     # every VM's WC subflow carried data and A_l 5 takes more than A_l 1 (the 20 % proportionality of
@@ -95,7 +96,7 @@ def test_fair_policy_counts_wc_subflows(bgwc: None, tmp_path: Path) -> None:
     """S1 with 3 connections: the CC counts K = 3 live WC subflows for S1's VM (alpha_w = (1/3)^2), 1 for
     S3 and S4; without the policy the same VMs run alpha_w = 1. (The resulting WC shares are reported by
     `paccp testbed mptcp-fair`; at this scale they are dominated by WC timeouts, see the README.)"""
-    s = mt.exp_fair(RATE, 3, tmp_path, conns=(3,), sim_s=None)
+    s = mx.exp_fair(RATE, 3, tmp_path, conns=(3,), sim_s=None)
     by = {r["policy"]: r for r in s["runs"]}
     assert by[True]["subflows"]["s1"] == 6, by  # 3 connections x (BG + WC)
     on = by[True]["wc_policy"]

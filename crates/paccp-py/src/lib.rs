@@ -37,6 +37,13 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
 
 /// Mean nanoseconds of a dependent load over a random cycle through `bytes` of memory
 /// (`paccp_sim::probe`): a probe of the machine, recorded next to the engine's scale figures.
+/// The engine's own checks of a scenario's packet and transport sections (`{"packet", "transport",
+/// "queues"?}` as JSON): `ValueError` naming the engine's field when one fails.
+#[pyfunction]
+fn check_transport_json(doc_json: &str) -> PyResult<()> {
+    paccp_sim::check_transport_json(doc_json).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 #[pyfunction]
 fn memory_latency_ns(py: Python<'_>, bytes: usize, loads: u64) -> f64 {
     py.allow_threads(|| paccp_sim::probe::memory_latency_ns(bytes, loads))
@@ -50,5 +57,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MEMORY_SIZES_KIB", paccp_sim::probe::SIZES_KIB.to_vec())?;
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(memory_latency_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(check_transport_json, m)?)?;
     Ok(())
 }

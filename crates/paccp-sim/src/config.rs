@@ -89,53 +89,83 @@ pub struct DelayStepCfg {
     pub delay_ns: u64,
 }
 
-/// Queue disciplines of the host NIC channels and of the switch output channels.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// Queue disciplines of the host NIC channels and of the switch output channels: objects with a `kind`
+/// (`drop_tail`, `strict_priority`, `per_vm`, `shaper` or one registered with
+/// [`crate::Registry::register_qdisc`]), read by the discipline's parser (the built-in ones below).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueuesCfg {
     /// Every host's NIC queue (the host egress stage).
-    #[serde(default)]
-    pub host: QdiscCfg,
+    #[serde(default = "drop_tail")]
+    pub host: serde_json::Value,
     /// Every switch output queue.
-    #[serde(default)]
-    pub switch: QdiscCfg,
+    #[serde(default = "drop_tail")]
+    pub switch: serde_json::Value,
 }
 
-/// A queue discipline.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum QdiscCfg {
-    /// FIFO drop-tail with the link's (or the NIC's) buffer.
-    #[default]
-    DropTail,
-    /// Strict priority: a packet of class k goes to level min(k, N-1); level 0 is served first.
-    StrictPriority {
-        /// Drop-tail limit of each level (level 0 first).
-        levels: Vec<BufCfg>,
-        /// RED early drop in front of every level ([`crate::net::red`]; none: drop-tail only).
-        #[serde(default)]
-        red: Option<crate::net::red::RedCfg>,
-    },
-    /// One queue per VM (flows without a VM share one), served by a packet selector.
-    PerVm {
-        /// Drop-tail limit of each VM's queue.
-        buffer: BufCfg,
-        /// The selector: `{"kind": "round_robin"}` or a registered one.
-        selector: serde_json::Value,
-    },
-    /// Token-bucket rate limiters per class or per VM; other traffic unshaped.
-    Shaper {
-        /// What the buckets are keyed by.
-        by: ShapeByCfg,
-        /// The buckets.
-        buckets: Vec<BucketCfg>,
-        /// Drop-tail limit of the unshaped traffic's FIFO.
-        unshaped_buffer: BufCfg,
-        /// Serve eligible buckets in their listed order before unshaped traffic (default false:
-        /// round-robin between every eligible queue).
-        #[serde(default)]
-        priority: bool,
-    },
+impl Default for QueuesCfg {
+    fn default() -> Self {
+        QueuesCfg {
+            host: drop_tail(),
+            switch: drop_tail(),
+        }
+    }
+}
+
+fn drop_tail() -> serde_json::Value {
+    serde_json::json!({"kind": "drop_tail"})
+}
+
+/// FIFO drop-tail with the link's (or the NIC's) buffer (`kind = "drop_tail"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DropTailCfg {
+    /// `"drop_tail"`.
+    pub kind: String,
+}
+
+/// Strict priority (`kind = "strict_priority"`): a packet of class k goes to level min(k, N-1); level 0
+/// is served first.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StrictPriorityCfg {
+    /// `"strict_priority"`.
+    pub kind: String,
+    /// Drop-tail limit of each level (level 0 first).
+    pub levels: Vec<BufCfg>,
+    /// RED early drop in front of every level ([`crate::net::red`]; none: drop-tail only).
+    #[serde(default)]
+    pub red: Option<crate::net::red::RedCfg>,
+}
+
+/// One queue per VM (flows without a VM share one), served by a packet selector (`kind = "per_vm"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerVmCfg {
+    /// `"per_vm"`.
+    pub kind: String,
+    /// Drop-tail limit of each VM's queue.
+    pub buffer: BufCfg,
+    /// The selector: `{"kind": "round_robin"}` or a registered one.
+    pub selector: serde_json::Value,
+}
+
+/// Token-bucket rate limiters per class or per VM; other traffic unshaped (`kind = "shaper"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShaperCfg {
+    /// `"shaper"`.
+    pub kind: String,
+    /// What the buckets are keyed by.
+    pub by: ShapeByCfg,
+    /// The buckets.
+    pub buckets: Vec<BucketCfg>,
+    /// Drop-tail limit of the unshaped traffic's FIFO.
+    pub unshaped_buffer: BufCfg,
+    /// Serve eligible buckets in their listed order before unshaped traffic (default false:
+    /// round-robin between every eligible queue).
+    #[serde(default)]
+    pub priority: bool,
 }
 
 /// What shaper buckets are keyed by.

@@ -16,6 +16,7 @@ pub(crate) mod event;
 pub mod host;
 pub(crate) mod metrics;
 pub mod net;
+pub(crate) mod prefetch;
 pub mod probe;
 pub mod rng;
 mod sack;
@@ -31,6 +32,8 @@ use serde_json::Value;
 pub use transport::conn::sched::{SchedulerMaker, SchedulerParser, SubflowScheduler, SubflowView};
 
 pub use error::{EngineError, Result};
+pub use net::qdisc::{Pop, Qdisc};
+pub use sim::qdiscs::{QdiscCx, QdiscMaker, QdiscParser, QdiscPlace};
 pub use sim::{Progress, Simulation};
 
 /// Engine version string.
@@ -39,13 +42,15 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Hash of the engine's source files (set by `build.rs`): identifies the engine code a result came from.
 pub const SOURCE_HASH: &str = env!("PACCP_SIM_SOURCE_HASH");
 
-/// The schemes a scenario may name: congestion controls (`cc.kind`) and host packet selectors
-/// (`queues.host.selector.kind`). [`Registry::default`] holds the built-in ones; code outside the
+/// The schemes a scenario may name: congestion controls (`cc.kind`), queue disciplines
+/// (`queues.host.kind`, `queues.switch.kind`), host packet selectors (`queues.host.selector.kind`) and
+/// subflow schedulers (a connection's `scheduler.kind`). [`Registry::default`] holds the built-in ones; code outside the
 /// crate (a test, a binding) registers more without editing the engine.
 pub struct Registry {
     cc: Vec<(String, CcParser)>,
     selectors: Vec<(String, SelectorParser)>,
     schedulers: Vec<(String, SchedulerParser)>,
+    qdiscs: Vec<(String, QdiscParser)>,
 }
 
 impl Default for Registry {
@@ -60,6 +65,10 @@ impl Default for Registry {
                 .map(|(k, p)| (k.to_string(), p))
                 .collect(),
             schedulers: transport::conn::sched::builtin()
+                .into_iter()
+                .map(|(k, p)| (k.to_string(), p))
+                .collect(),
+            qdiscs: sim::qdiscs::builtin()
                 .into_iter()
                 .map(|(k, p)| (k.to_string(), p))
                 .collect(),
@@ -100,6 +109,27 @@ impl Registry {
         self.schedulers.retain(|(k, _)| k != kind);
         self.schedulers.push((kind.to_string(), parser));
         self
+    }
+
+    /// Adds (or replaces) the queue discipline `kind` (of `queues.host` / `queues.switch`).
+    pub fn register_qdisc(&mut self, kind: &str, parser: QdiscParser) -> &mut Self {
+        self.qdiscs.retain(|(k, _)| k != kind);
+        self.qdiscs.push((kind.to_string(), parser));
+        self
+    }
+
+    /// The discipline maker of a queue object (`cx.field`: `queues.host` or `queues.switch`).
+    pub fn qdisc_maker(&self, cx: &QdiscCx<'_>, v: &Value) -> Result<QdiscMaker> {
+        let kind = kind_of(cx.field, v)?;
+        match self.qdiscs.iter().find(|(k, _)| k == kind) {
+            Some((_, parse)) => parse(cx, v),
+            None => Err(unknown(
+                cx.field,
+                "queue discipline",
+                kind,
+                self.qdiscs.iter().map(|(k, _)| k.as_str()).collect(),
+            )),
+        }
     }
 
     /// The scheduler maker of a `scheduler` object at `field`.
@@ -166,6 +196,20 @@ pub fn run_value(
 /// Runs a scenario JSON document and returns the output JSON document.
 pub fn run_json(scenario_json: &str, progress: Option<Progress<'_>>) -> Result<String> {
     run_json_with(&Registry::default(), scenario_json, progress)
+}
+
+/// The packet and transport sections of a scenario (`{"packet": ..., "transport": ..., "queues": ...}`,
+/// queues optional), checked by the engine's own rules without building anything; errors name the field.
+pub fn check_transport_json(doc_json: &str) -> Result<()> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        packet: config::PacketCfg,
+        transport: config::TransportCfg,
+        #[serde(default)]
+        queues: config::QueuesCfg,
+    }
+    let d: Doc = serde_json::from_str(doc_json).map_err(|e| EngineError::Parse(e.to_string()))?;
+    sim::check_transport(&d.packet, &d.transport, &d.queues.host)
 }
 
 /// [`run_json`] with the schemes of `reg`.

@@ -217,5 +217,68 @@ fn queue_configs_are_checked() {
         "queues.host.buckets[0]: needs exactly the key of `by` (class or vm)"
     );
     s["queues"] = json!({"host": {"kind": "wfq"}});
-    assert!(run_err(&s).starts_with("scenario JSON: unknown variant `wfq`"));
+    assert_eq!(
+        run_err(&s),
+        "queues.host.kind: unknown queue discipline 'wfq' (known: drop_tail, strict_priority, per_vm, shaper)"
+    );
+    s["queues"] = json!({"switch": {"kind": "per_vm", "buffer": {"packets": 10},
+                                    "selector": {"kind": "round_robin"}}});
+    assert_eq!(
+        run_err(&s),
+        "queues.switch.kind: per_vm is a host egress stage (queues.host only)"
+    );
+}
+
+/// A one-level drop-tail queue written outside the crate (a scheduled discipline, not the channel's FIFO
+/// fast path).
+#[derive(Debug)]
+struct OneQueue(paccp_sim::net::qdisc::Fifo);
+
+impl paccp_sim::Qdisc for OneQueue {
+    fn has_room(&self, size: u64, _key: paccp_sim::net::QKey) -> bool {
+        self.0.has_room(size)
+    }
+    fn push(&mut self, pkt: paccp_sim::net::Pkt, _key: paccp_sim::net::QKey) {
+        self.0.push(pkt)
+    }
+    fn pop(&mut self, _now: u64) -> paccp_sim::Pop {
+        self.0
+            .pop()
+            .map_or(paccp_sim::Pop::Empty, paccp_sim::Pop::Packet)
+    }
+    fn bytes(&self) -> u64 {
+        self.0.bytes()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+fn parse_one_queue(
+    cx: &paccp_sim::QdiscCx<'_>,
+    v: &Value,
+) -> paccp_sim::Result<paccp_sim::QdiscMaker> {
+    let buf: paccp_sim::config::BufCfg = serde_json::from_value(v["buffer"].clone())
+        .map_err(|e| EngineError::invalid(format!("{}.buffer", cx.field), e.to_string()))?;
+    Ok(Box::new(move |_| {
+        Some(Box::new(OneQueue(paccp_sim::net::qdisc::Fifo::new(buf))))
+    }))
+}
+
+#[test]
+fn a_queue_discipline_added_from_test_code_runs_like_the_built_in_one() {
+    let mut reg = Registry::default();
+    reg.register_qdisc("one_queue", parse_one_queue);
+    let mut s = two_classes(0, 1);
+    s["queues"] = json!({"switch": {"kind": "strict_priority", "levels": [{"packets": 50}]}});
+    let builtin = run(&s);
+    s["queues"] = json!({"switch": {"kind": "one_queue", "buffer": {"packets": 50}}});
+    let mine = run_with(&reg, &s);
+    assert_eq!(
+        acked(&mine),
+        acked(&builtin),
+        "a one-level priority queue is one FIFO"
+    );
+    assert_eq!(mine["flows"], builtin["flows"]);
+    assert!(run_err(&s).starts_with("queues.switch.kind: unknown queue discipline 'one_queue'"));
 }

@@ -1,4 +1,5 @@
-"""``softbw-price``: SoftBW usage-based charging of a SoftBW run, through ``paccp bill``, and its consistency.
+"""``softbw-price``: SoftBW usage-based charging of a SoftBW run, as ``paccp bill`` does it, and its
+consistency.
 
 Two servers with 10 Gb/s ports (the book's C), four VMs each, billed per 1 s cycle for an hour (five
 minutes with --quick), run by the SoftBW interval model (:mod:`paccp.softbw.model`):
@@ -9,8 +10,9 @@ minutes with --quick), run by the SoftBW interval model (:mod:`paccp.softbw.mode
   effort: 18 Gb/s of guarantees on a 10 Gb/s port, so guarantees fail at times.
 
 Per-VM demand: i.i.d. exponential per cycle with the mean in :data:`VMS`. The run's usage records
-(:mod:`paccp.softbw.records`) are ingested into a fresh SQLite ledger with the real CLI (``paccp bill tenant
-add``, ``ingest``, ``invoice``), and ``paccp price consistency RUN --model softbw`` gives the per-VM table.
+(:mod:`paccp.softbw.records`) are ingested into a fresh SQLite ledger by what ``paccp bill tenant add``,
+``ingest`` and ``invoice`` call (:func:`bill`), and what ``paccp price consistency RUN --model softbw`` calls
+gives the per-VM table.
 The invoice totals are cross-checked against the slides' formulas evaluated independently (floats) on the
 per-cycle table.
 """
@@ -76,18 +78,39 @@ def config() -> SoftBWCfg:
     return cfg
 
 
-def _paccp(*args: str) -> str:
-    """Run a ``paccp`` command in-process (the CLI's own code path); return its output, raise on failure."""
-    from typer.testing import CliRunner
+def bill(run_dir: Path, out: Path, db: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's usage billed in a fresh ledger as ``paccp bill tenant add / ingest / invoice`` and ``paccp
+    price consistency --model softbw`` do it (their library calls, their text): per tenant its invoice
+    (JSON body, with .csv and .txt beside), and the per-VM consistency (JSON body, with .txt)."""
+    from paccp.pricing import softbw_consistency as sbw
+    from paccp.pricing.book import load_book
+    from paccp.pricing.charging import build_invoice
+    from paccp.pricing.ledger import Ledger
+    from paccp.pricing.period import Period
+    from paccp.pricing.render import as_text, invoice_table, table_text
 
-    from paccp.cli import app
-
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})  # rich tables unwrapped in saved text
-    if res.exit_code != 0:
-        raise RuntimeError(
-            f"paccp {' '.join(args)} failed ({res.exit_code}): {res.output.strip()} {res.exception!r}"
-        )
-    return res.output
+    book, text = load_book()
+    led = Ledger(str(db))
+    tenants = sorted({t for t, _n in HOSTS.values()})
+    for tenant in tenants:
+        led.add_tenant(tenant, "softbw", text)
+    led.ingest_file(run_dir / "usage.jsonl", tenant=None)
+    s, e = Period.parse(PERIOD, "--period").bounds_ns()
+    invoices: dict[str, Any] = {}
+    for tenant in tenants:
+        t = led.tenant(tenant)
+        inv = build_invoice(t.name, t.model, t.book, led.usage(t.name, s, e), PERIOD)
+        invoices[tenant] = json.loads(json.dumps(inv.to_json()))
+        (out / f"invoice-{tenant}.csv").write_text(inv.to_csv(), encoding="utf-8")
+        tab = invoice_table(inv, tenant, PERIOD, t.model)
+        (out / f"invoice-{tenant}.txt").write_text(table_text(tab), encoding="utf-8")
+    tolerance = 0.05  # the command's default
+    vms = sbw.softbw_consistency(run_dir, book, tolerance)
+    cons = {"model": "softbw", "tolerance": tolerance, "vms": [v.to_json() for v in vms]}
+    (out / "consistency.txt").write_text(
+        as_text(lambda c: sbw.print_table(vms, book.currency, tolerance, c)), encoding="utf-8"
+    )
+    return invoices, json.loads(json.dumps(cons))
 
 
 def expected_totals(
@@ -131,7 +154,7 @@ def _check_cycles(cycles_n: int) -> None:
 
 
 def run(opts: ExperimentOptions) -> dict[str, Any]:
-    """Simulate, bill through the CLI, check consistency; write DIR/softbw-price/."""
+    """Simulate, bill as the commands do, check consistency; write DIR/softbw-price/."""
     from paccp.experiments._common import print_table, write_table
     from paccp.pricing.book import load_book
     from paccp.pricing.charging import charge
@@ -167,32 +190,7 @@ def run(opts: ExperimentOptions) -> dict[str, Any]:
 
     db = out / "ledger.sqlite"
     db.unlink(missing_ok=True)
-    invoices: dict[str, Any] = {}
-    for tenant in sorted({t for t, _n in HOSTS.values()}):
-        _paccp("bill", "tenant", "add", tenant, "--model", "softbw", "--db", str(db))
-    _paccp("bill", "ingest", str(run_dir / "usage.jsonl"), "--all-tenants", "--db", str(db))
-    for tenant in sorted({t for t, _n in HOSTS.values()}):
-        invoices[tenant] = json.loads(
-            _paccp(
-                "bill",
-                "invoice",
-                "--tenant",
-                tenant,
-                "--period",
-                PERIOD,
-                "--db",
-                str(db),
-                "--json",
-                "--csv",
-                str(out / f"invoice-{tenant}.csv"),
-            )
-        )
-        (out / f"invoice-{tenant}.txt").write_text(
-            _paccp("bill", "invoice", "--tenant", tenant, "--period", PERIOD, "--db", str(db)),
-            encoding="utf-8",
-        )
-    cons = json.loads(_paccp("price", "consistency", str(run_dir), "--model", "softbw", "--json"))
-    (out / "consistency.txt").write_text(_paccp("price", "consistency", str(run_dir), "--model", "softbw"))
+    invoices, cons = bill(run_dir, out, db)
     book, _ = load_book()
     assert book.softbw is not None
     jobs = [r.model_dump() for r in records if r.guarantee == "dynamic"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import decimal
 import hashlib
+import tomllib
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
 
-import tomllib
 from pydantic import (
     AfterValidator,
     BaseModel,

@@ -427,33 +427,9 @@ def invoice_cmd(
             body["issued"] = note
         print(json.dumps(body, indent=2))
         return
-    cols = (
-        "vm",
-        "flow",
-        "cos",
-        "theta",
-        "omega",
-        "item",
-        "quantity",
-        "unit price",
-        f"amount ({inv.currency})",
-    )
-    tab = cons.table(
-        *cols,
-        title=f"invoice {tenant} {period} ({t.model.upper()}, {inv.records} records)",
-        right=tuple(c for c in cols if c in ("quantity", "unit price") or c.startswith("amount")),
-    )
-    for d in inv.to_json()["lines"]:
-        cells = (
-            d["vm"], d["flow_id"] or "-", d["cos"], format_rate(d["theta_bps"]), d["omega"], d["description"],
-            f"{d['quantity']} {d['unit']}", d["unit_price"], d["amount"],
-        )  # fmt: skip
-        cons.add_row(tab, *cells)
-    for cos, sub in inv.subtotals.items():
-        cons.add_row(tab, "", "", "", "", "", f"subtotal {cos}", "", "", sub)
-    cons.add_row(
-        tab, "", "", "", "", "", cons.styled("TOTAL", "bold"), "", "", cons.styled(inv.total, "bold")
-    )
+    from paccp.pricing.render import invoice_table
+
+    tab = invoice_table(inv, tenant, period, t.model)
     con = _out()
     con.print(tab)
     if note is not None:

@@ -18,12 +18,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paccp.common.usage import UsageRecord, read_usage
 from paccp.errors import UserError
 from paccp.pricing.book import PriceBook
 from paccp.pricing.charging import charge
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 COS = {"strict": "mrg", "fair": "ds", "best_effort": "be"}
 GUARANTEE = {"strict": "strict", "fair": "fair", "best_effort": "none"}
@@ -143,8 +146,8 @@ def softbw_consistency(run_dir: str | Path, book: PriceBook, tolerance: float = 
     return out
 
 
-def print_table(rows: list[VmRow], currency: str, tolerance: float) -> None:
-    """The per-VM table (rich)."""
+def print_table(rows: list[VmRow], currency: str, tolerance: float, con: Console | None = None) -> None:
+    """The per-VM table (rich), on ``con`` (default: stdout)."""
     from paccp.common import console as cons
     from paccp.units import format_rate
 
@@ -161,7 +164,7 @@ def print_table(rows: list[VmRow], currency: str, tolerance: float) -> None:
             format_rate(r.mean_rate_bps), f"{r.perf_ratio:.3f}", f"{r.charged:.4f}", f"{r.full_charge:.4f}",
             f"{r.price_ratio:.3f}", cons.styled("pays more than it gets", "red") if r.flagged else "ok",
         )  # fmt: skip
-    con = cons.console()
+    con = con or cons.console()
     con.print(t)
     cons.echo(
         f"tolerance {tolerance:.0%}: {sum(r.flagged for r in rows)} VM(s) pay more than they get", con=con

@@ -122,20 +122,7 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
     eng: dict[str, Any] = {
         "seed": sc.run.seed,
         "duration_ns": sc.run.duration,
-        "packet": {"mtu_bytes": tr.mtu, "header_bytes": tr.header, "ack_bytes": tr.ack},
-        "transport": {
-            "init_cwnd_pkts": float(tr.init_cwnd),
-            "min_rto_ns": tr.min_rto,
-            "initial_rto_ns": tr.initial_rto,
-            "max_rto_ns": tr.max_rto,
-            "delayed_ack": tr.delayed_ack,
-            "delayed_ack_timeout_ns": tr.delayed_ack_timeout,
-            "dupack_threshold": tr.dupack_threshold,
-            "sack": tr.sack,
-            "host_backpressure": tr.host_backpressure,
-            "host_fq_pkts": tr.host_fq,
-            "prr": tr.prr,
-        },
+        **tr.engine_sections(),
         "cc": cc,
         "topology": t,
         "routing": {"kind": sc.routing.kind},
@@ -148,19 +135,6 @@ def to_engine(sc: Scenario) -> dict[str, Any]:
             "cwnd": sc.run.sample_cwnd,
         },
     }
-    if tr.rack:
-        # optional in the engine (absent = off): sent only when on, so other scenarios' JSON is unchanged
-        eng["transport"]["rack"] = True
-    if tr.ack_delay:
-        # optional in the engine (absent = 0): sent only when set, so other scenarios' JSON is unchanged
-        eng["transport"]["ack_delay_mean_ns"] = tr.ack_delay
-    if tr.handshake:
-        # optional in the engine (absent = no handshake): sent only when on
-        eng["transport"]["handshake"] = {
-            "syn_bytes": tr.syn if tr.syn is not None else tr.header + 8,
-            "connect_timeout_ns": tr.connect_timeout,
-            "syn_retries": tr.syn_retries,
-        }
     if sc.softbw is not None:
         eng["queues"] = {"host": softbw_host_queues(sc, sc.softbw)}
     return sc.scheme.to_engine(sc, eng) if sc.scheme is not None else eng

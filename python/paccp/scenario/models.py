@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -41,14 +41,14 @@ class TransportCfg(_M):
 
     mtu: Size = Field(default=1500, gt=100)
     header: Size = Field(default=40, ge=0)
-    ack: Size = Field(default=40, gt=0)
-    init_cwnd: float = Field(default=10.0, gt=0, le=1e6)
-    min_rto: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
-    initial_rto: Duration = Field(default=parse_duration_ns("3ms"), gt=0)
-    max_rto: Duration = Field(default=parse_duration_ns("1s"), gt=0)
+    ack: Size = 40
+    init_cwnd: float = Field(default=10.0, le=1e6)
+    min_rto: Duration = parse_duration_ns("1ms")
+    initial_rto: Duration = parse_duration_ns("3ms")
+    max_rto: Duration = parse_duration_ns("1s")
     delayed_ack: bool = False
-    delayed_ack_timeout: Duration = Field(default=parse_duration_ns("40us"), gt=0)
-    dupack_threshold: int = Field(default=3, ge=1, le=2**31 - 1)
+    delayed_ack_timeout: Duration = parse_duration_ns("40us")
+    dupack_threshold: int = Field(default=3, ge=0, le=2**31 - 1)
     # Linux-like defaults: SACK recovery (RFC 2018/6675) and a sender that waits for room in its own NIC
     # queue (as TCP small queues do) instead of dropping there. ``sack = false`` gives NewReno recovery,
     # ``host_backpressure = false`` a dropping NIC queue (see docs/engine-contract.md and the README).
@@ -84,15 +84,45 @@ class TransportCfg(_M):
 
     @model_validator(mode="after")
     def _check(self) -> TransportCfg:
-        if self.header >= self.mtu:
-            raise ValueError("header must be smaller than mtu")
-        if not self.min_rto <= self.initial_rto <= self.max_rto:
-            raise ValueError("need min_rto <= initial_rto <= max_rto")
-        if self.host_fq and not self.host_backpressure:
-            raise ValueError("host_fq needs host_backpressure = true")
-        if self.ack_delay >= self.min_rto:
-            raise ValueError("ack_delay must be shorter than min_rto")
+        # the rules between these fields (and their bounds) are the engine's, checked by the engine
+        # itself: one place (paccp.scenario.engine_rules)
+        from paccp.scenario.engine_rules import check_transport
+
+        check_transport(self.engine_sections())
         return self
+
+    def engine_sections(self) -> dict[str, Any]:
+        """The engine JSON's ``packet`` and ``transport`` sections (docs/engine-contract.md)."""
+        eng: dict[str, Any] = {
+            "packet": {"mtu_bytes": self.mtu, "header_bytes": self.header, "ack_bytes": self.ack},
+            "transport": {
+                "init_cwnd_pkts": float(self.init_cwnd),
+                "min_rto_ns": self.min_rto,
+                "initial_rto_ns": self.initial_rto,
+                "max_rto_ns": self.max_rto,
+                "delayed_ack": self.delayed_ack,
+                "delayed_ack_timeout_ns": self.delayed_ack_timeout,
+                "dupack_threshold": self.dupack_threshold,
+                "sack": self.sack,
+                "host_backpressure": self.host_backpressure,
+                "host_fq_pkts": self.host_fq,
+                "prr": self.prr,
+            },
+        }
+        if self.rack:
+            # optional in the engine (absent = off): sent only when on, so other scenarios' JSON is unchanged
+            eng["transport"]["rack"] = True
+        if self.ack_delay:
+            # optional in the engine (absent = 0): sent only when set, so other scenarios' JSON is unchanged
+            eng["transport"]["ack_delay_mean_ns"] = self.ack_delay
+        if self.handshake:
+            # optional in the engine (absent = no handshake): sent only when on
+            eng["transport"]["handshake"] = {
+                "syn_bytes": self.syn if self.syn is not None else self.header + 8,
+                "connect_timeout_ns": self.connect_timeout,
+                "syn_retries": self.syn_retries,
+            }
+        return eng
 
 
 class CcCfg(_M):
@@ -113,7 +143,7 @@ def epoch_ns(text: str) -> int:
     if t.tzinfo is None:
         raise ValueError(f"epoch {shown} needs a time zone (e.g. a trailing Z)")
     try:
-        delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        delta = t - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
     except OverflowError:
         raise ValueError(f"epoch {shown} is out of range") from None
     ns = (delta.days * 86400 + delta.seconds) * 10**9 + delta.microseconds * 1000

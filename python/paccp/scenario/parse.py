@@ -4,10 +4,10 @@ errors naming the file and the field.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from pydantic import ValidationError
 
 from paccp.errors import UserError

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import typer
 
 from paccp.errors import UserError

@@ -404,7 +404,7 @@ mod tests {
     use crate::host::softbw::tests::vms;
     use crate::host::PerVm;
     use crate::net::qdisc::tests::pkt;
-    use crate::net::qdisc::Pop;
+    use crate::net::qdisc::{Pop, Qdisc};
     use crate::net::QKey;
     use serde_json::json;
 

@@ -15,7 +15,7 @@ pub mod softbw;
 
 use crate::config::BufCfg;
 use crate::error::{EngineError, Result};
-use crate::net::qdisc::{limits, Fifo, Pop};
+use crate::net::qdisc::{limits, Fifo, Pop, Qdisc};
 use crate::net::{Pkt, QKey};
 use serde::Deserialize;
 use serde_json::Value;
@@ -190,8 +190,10 @@ impl PerVm {
     fn slot(&self, vm: u32, sub: u32) -> Option<usize> {
         self.queues.iter().position(|q| q.vm == vm && q.sub == sub)
     }
+}
 
-    pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
+impl Qdisc for PerVm {
+    fn has_room(&self, size: u64, key: QKey) -> bool {
         // The VM's limit over all its sub-queues (one queue per VM unless the selector splits).
         let (limit_pkts, limit_bytes) = limits(self.buffer);
         let (pkts, bytes) = self
@@ -204,7 +206,7 @@ impl PerVm {
         pkts < limit_pkts && bytes + size <= limit_bytes
     }
 
-    pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
+    fn push(&mut self, pkt: Pkt, key: QKey) {
         let sub = self.selector.subqueue(&pkt);
         let i = match self.slot(key.vm, sub) {
             Some(i) => i,
@@ -220,7 +222,7 @@ impl PerVm {
         self.queues[i].fifo.push(pkt);
     }
 
-    pub(crate) fn pop(&mut self, now: u64) -> Pop {
+    fn pop(&mut self, now: u64) -> Pop {
         if self.len() == 0 {
             return Pop::Empty;
         }
@@ -239,21 +241,21 @@ impl PerVm {
         }
     }
 
-    pub(crate) fn bytes(&self) -> u64 {
+    fn bytes(&self) -> u64 {
         self.queues.iter().map(|q| q.fifo.bytes()).sum()
     }
 
     /// [`Selector::on_ack_in`] of its selector.
-    pub(crate) fn ack_in(&mut self, pkt: &Pkt, base: u64, now: u64) -> Option<u64> {
+    fn on_ack_in(&mut self, pkt: &Pkt, base: u64, now: u64) -> Option<u64> {
         self.selector.on_ack_in(pkt, base, now)
     }
 
     /// [`Selector::wants_acks`] of its selector.
-    pub(crate) fn wants_acks(&self) -> bool {
+    fn wants_acks(&self) -> bool {
         self.selector.wants_acks()
     }
 
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.queues.iter().map(|q| q.fifo.len()).sum()
     }
 }

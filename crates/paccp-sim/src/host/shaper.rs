@@ -8,7 +8,7 @@
 //! `burst + rate * T` bytes. Integer arithmetic: tokens are counted in bit-picoseconds per second
 //! (bits * 10^12), which `rate_bps` adds every picosecond exactly.
 use crate::config::BufCfg;
-use crate::net::qdisc::{Fifo, Pop};
+use crate::net::qdisc::{Fifo, Pop, Qdisc};
 use crate::net::{Pkt, QKey};
 use std::collections::BTreeSet;
 
@@ -130,23 +130,6 @@ impl Shaper {
         }
     }
 
-    pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
-        match self.bucket_of(key) {
-            Some(i) => self.buckets[i].fifo.has_room(size),
-            None => self.unshaped.has_room(size),
-        }
-    }
-
-    pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
-        match self.bucket_of(key) {
-            Some(i) => {
-                self.buckets[i].fifo.push(pkt);
-                self.busy.insert(i);
-            }
-            None => self.unshaped.push(pkt),
-        }
-    }
-
     /// The positions to visit, in service order: buckets in listed order then the unshaped FIFO
     /// (priority), or every position from `rr` on, cyclically (round-robin); empty buckets left out.
     fn fill_order(&mut self) {
@@ -167,8 +150,27 @@ impl Shaper {
             order.extend(self.busy.range(..rr - 1).map(|&b| b + 1));
         }
     }
+}
 
-    pub(crate) fn pop(&mut self, now: u64) -> Pop {
+impl Qdisc for Shaper {
+    fn has_room(&self, size: u64, key: QKey) -> bool {
+        match self.bucket_of(key) {
+            Some(i) => self.buckets[i].fifo.has_room(size),
+            None => self.unshaped.has_room(size),
+        }
+    }
+
+    fn push(&mut self, pkt: Pkt, key: QKey) {
+        match self.bucket_of(key) {
+            Some(i) => {
+                self.buckets[i].fifo.push(pkt);
+                self.busy.insert(i);
+            }
+            None => self.unshaped.push(pkt),
+        }
+    }
+
+    fn pop(&mut self, now: u64) -> Pop {
         let n = self.buckets.len() + 1;
         let mut wait: Option<u64> = None;
         self.fill_order();
@@ -203,7 +205,7 @@ impl Shaper {
         }
     }
 
-    pub(crate) fn bytes(&self) -> u64 {
+    fn bytes(&self) -> u64 {
         self.unshaped.bytes()
             + self
                 .busy
@@ -212,7 +214,7 @@ impl Shaper {
                 .sum::<u64>()
     }
 
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.unshaped.len()
             + self
                 .busy

@@ -228,7 +228,7 @@ pub(crate) mod tests {
     use crate::config::BufCfg;
     use crate::host::PerVm;
     use crate::net::qdisc::tests::pkt;
-    use crate::net::qdisc::Pop;
+    use crate::net::qdisc::{Pop, Qdisc};
     use crate::net::QKey;
     use serde_json::json;
 

@@ -7,11 +7,11 @@
 //! (they propagate), the rest are the queue. Packets move from queue to wire lazily
 //! ([`Channel::advance`]) whenever the queue is looked at.
 //!
-//! A channel with a scheduled discipline ([`Sched`]: strict priority, per-VM queues, shaper) keeps
+//! A channel with a scheduled discipline ([`Qdisc`]: strict priority, per-VM queues, shaper...) keeps
 //! its waiting packets there; the pipe then holds at most the packet being serialised plus the wire,
 //! and an [`Ev::TxEnd`] at the end of each serialisation (or when a shaper's bucket refills) asks the
 //! discipline for the next packet.
-use super::qdisc::Sched;
+use super::qdisc::Qdisc;
 use super::slab::{Fifo, Next, Slab};
 use super::{NetStats, Pkt, QKey};
 use crate::event::{Ev, EventQueue};
@@ -33,8 +33,9 @@ pub(crate) struct Channel {
     /// Bytes in the queue part of the pipe (the packet being serialised included).
     pub(crate) bytes: u64,
     pub(crate) delay: u64,
-    /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail).
-    pub(crate) sched: Option<Box<Sched>>,
+    /// A scheduled discipline in front of the serialiser (`None`: FIFO drop-tail). Boxed twice: a
+    /// `Box<dyn Qdisc>` is two words, and the channel must stay three cache lines.
+    pub(crate) sched: Option<Box<Box<dyn Qdisc>>>,
     /// Never drops (a host NIC queue under host backpressure: data is gated before it).
     pub(crate) lossless: bool,
     /// A [`Ev::NicRoom`] event is scheduled.
@@ -90,8 +91,8 @@ impl Channel {
     /// Hints the CPU to load the two cache lines [`Channel::enqueue`] reads (no effect on results).
     #[inline(always)]
     pub(crate) fn prefetch_admission(&self) {
-        crate::sim::prefetch(self);
-        crate::sim::prefetch(&self.limit_pkts);
+        crate::prefetch::prefetch(self);
+        crate::prefetch::prefetch(&self.limit_pkts);
     }
 
     /// Moves the packets whose serialisation ended at or before `until` from the queue to the wire;
@@ -326,7 +327,7 @@ impl Channel {
             return Some(done);
         }
         match &self.sched {
-            Some(s) if s.len() > 0 && self.wait_at > 0 => Some(self.wait_at),
+            Some(s) if !s.is_empty() && self.wait_at > 0 => Some(self.wait_at),
             _ => None,
         }
     }

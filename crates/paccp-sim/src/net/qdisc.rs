@@ -1,25 +1,57 @@
-//! Queue disciplines: variants of one queue in front of a channel's serialiser.
+//! Queue disciplines: what sits in front of a channel's serialiser besides the plain FIFO.
 //!
-//! - FIFO drop-tail (no [`Sched`]; the channel's own fast path, see [`super::channel`]);
-//! - [`Sched::Prio`]: N-level strict priority chosen by the packet's class (level `min(class, N-1)`,
-//!   level 0 first), each level its own drop-tail limit;
-//! - [`Sched::PerVm`]: one drop-tail queue per VM, served by a pluggable [`crate::host::Selector`]
-//!   (round-robin built in; SoftBW's fulfilment scheduler is another);
-//! - [`Sched::Shaper`]: the host egress stage's token-bucket rate limiters per class or per VM
-//!   ([`crate::host::shaper`]).
+//! - FIFO drop-tail (no discipline; the channel's own fast path, see [`super::channel`]);
+//! - [`Prio`]: N-level strict priority chosen by the packet's class (level `min(class, N-1)`,
+//!   level 0 first), each level its own drop-tail limit, optionally RED in front of each;
+//! - the host egress stages of [`crate::host`] (per-VM queues with a packet selector, token-bucket
+//!   shapers) implement [`Qdisc`] there.
+//!
+//! A scenario names its disciplines by kind (`queues.host.kind`, `queues.switch.kind`); the parsers are
+//! in `sim::qdiscs` (and [`crate::Registry::register_qdisc`] adds one from outside the crate).
 //!
 //! Limits of a scheduled discipline count the waiting packets (the one being serialised has left the
 //! queue, as a Linux qdisc hands it to the NIC).
 use super::red::{Red, RedCfg};
 use super::{Pkt, QKey};
 use crate::config::BufCfg;
-use crate::host::shaper::Shaper;
-use crate::host::PerVm;
 use std::collections::VecDeque;
+
+/// A scheduled queue discipline in front of a channel's serialiser.
+pub trait Qdisc: std::fmt::Debug {
+    /// Whether a packet of `size` bytes with key `key` fits (the limits only).
+    fn has_room(&self, size: u64, key: QKey) -> bool;
+    /// Admission of an arrival at `now` (`pkt_time`: a full packet's transmission time): the limits of
+    /// [`Qdisc::has_room`] and any early drop (default: the limits only).
+    fn admit(&mut self, size: u64, key: QKey, _now: u64, _pkt_time: u64) -> bool {
+        self.has_room(size, key)
+    }
+    /// Queues an admitted packet.
+    fn push(&mut self, pkt: Pkt, key: QKey);
+    /// What the serialiser sends next at `now`.
+    fn pop(&mut self, now: u64) -> Pop;
+    /// Waiting bytes.
+    fn bytes(&self) -> u64;
+    /// Waiting packets.
+    fn len(&self) -> usize;
+    /// No packet waits.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// An ACK of a flow this host sends reached the host: the receive window (segments) it imposes
+    /// from now on (`None`, the default: none). `base_ps`: the flow's unloaded RTT. Called only when
+    /// [`Qdisc::wants_acks`] says so.
+    fn on_ack_in(&mut self, _pkt: &Pkt, _base_ps: u64, _now_ps: u64) -> Option<u64> {
+        None
+    }
+    /// Whether this discipline wants the ACKs of the flows it sends ([`Qdisc::on_ack_in`]).
+    fn wants_acks(&self) -> bool {
+        false
+    }
+}
 
 /// What a discipline yields when the serialiser is free.
 #[derive(Debug)]
-pub(crate) enum Pop {
+pub enum Pop {
     /// Serialise this packet now.
     Packet(Pkt),
     /// Packets wait but none may leave before this time (a shaper's bucket refills then).
@@ -89,7 +121,7 @@ impl Fifo {
 }
 
 /// (packet limit, byte limit) of a buffer description.
-pub(crate) fn limits(buf: BufCfg) -> (u64, u64) {
+pub fn limits(buf: BufCfg) -> (u64, u64) {
     match buf {
         BufCfg::Packets(n) => (n, u64::MAX),
         BufCfg::Bytes(b) => (u64::MAX, b),
@@ -127,82 +159,43 @@ impl Prio {
     }
 }
 
-/// A scheduled queue discipline (see the module doc).
-#[derive(Debug)]
-pub(crate) enum Sched {
-    /// Strict priority by class.
-    Prio(Prio),
-    /// Per-VM queues with a selector.
-    PerVm(PerVm),
-    /// Token-bucket shapers per class or per VM.
-    Shaper(Shaper),
-}
-
-impl Sched {
-    pub(crate) fn has_room(&self, size: u64, key: QKey) -> bool {
-        match self {
-            Sched::Prio(p) => p.levels[p.level(key)].has_room(size),
-            Sched::PerVm(v) => v.has_room(size, key),
-            Sched::Shaper(s) => s.has_room(size, key),
-        }
+impl Qdisc for Prio {
+    fn has_room(&self, size: u64, key: QKey) -> bool {
+        self.levels[self.level(key)].has_room(size)
     }
 
-    /// Admission of an arrival at `now` (`pkt_time`: a full packet's transmission time): the limits of
-    /// [`Sched::has_room`] and, for a level with RED, its early drop.
-    pub(crate) fn admit(&mut self, size: u64, key: QKey, now: u64, pkt_time: u64) -> bool {
-        match self {
-            Sched::Prio(p) if !p.red.is_empty() => {
-                let l = p.level(key);
-                p.red[l].admit(p.levels[l].len(), now, pkt_time) && p.levels[l].has_room(size)
+    fn admit(&mut self, size: u64, key: QKey, now: u64, pkt_time: u64) -> bool {
+        let l = self.level(key);
+        if self.red.is_empty() {
+            return self.levels[l].has_room(size);
+        }
+        self.red[l].admit(self.levels[l].len(), now, pkt_time) && self.levels[l].has_room(size)
+    }
+
+    fn push(&mut self, pkt: Pkt, key: QKey) {
+        let l = self.level(key);
+        self.levels[l].push(pkt)
+    }
+
+    fn pop(&mut self, now: u64) -> Pop {
+        let Some(l) = self.levels.iter().position(|l| !l.is_empty()) else {
+            return Pop::Empty;
+        };
+        let pkt = self.levels[l].pop().expect("a non-empty level");
+        if self.levels[l].is_empty() {
+            if let Some(r) = self.red.get_mut(l) {
+                r.went_idle(now);
             }
-            _ => self.has_room(size, key),
         }
+        Pop::Packet(pkt)
     }
 
-    pub(crate) fn push(&mut self, pkt: Pkt, key: QKey) {
-        match self {
-            Sched::Prio(p) => {
-                let l = p.level(key);
-                p.levels[l].push(pkt)
-            }
-            Sched::PerVm(v) => v.push(pkt, key),
-            Sched::Shaper(s) => s.push(pkt, key),
-        }
+    fn bytes(&self) -> u64 {
+        self.levels.iter().map(Fifo::bytes).sum()
     }
 
-    pub(crate) fn pop(&mut self, now: u64) -> Pop {
-        match self {
-            Sched::Prio(p) => {
-                let Some(l) = p.levels.iter().position(|l| !l.is_empty()) else {
-                    return Pop::Empty;
-                };
-                let pkt = p.levels[l].pop().expect("a non-empty level");
-                if p.levels[l].is_empty() {
-                    if let Some(r) = p.red.get_mut(l) {
-                        r.went_idle(now);
-                    }
-                }
-                Pop::Packet(pkt)
-            }
-            Sched::PerVm(v) => v.pop(now),
-            Sched::Shaper(s) => s.pop(now),
-        }
-    }
-
-    pub(crate) fn bytes(&self) -> u64 {
-        match self {
-            Sched::Prio(p) => p.levels.iter().map(Fifo::bytes).sum(),
-            Sched::PerVm(v) => v.bytes(),
-            Sched::Shaper(s) => s.bytes(),
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Sched::Prio(p) => p.levels.iter().map(Fifo::len).sum(),
-            Sched::PerVm(v) => v.len(),
-            Sched::Shaper(s) => s.len(),
-        }
+    fn len(&self) -> usize {
+        self.levels.iter().map(Fifo::len).sum()
     }
 }
 
@@ -233,7 +226,7 @@ pub(crate) mod tests {
 
     #[test]
     fn strict_priority_is_strict_and_limits_are_per_level() {
-        let mut s = Sched::Prio(Prio::new(&[BufCfg::Packets(3), BufCfg::Packets(2)]));
+        let mut s = Prio::new(&[BufCfg::Packets(3), BufCfg::Packets(2)]);
         for i in 0..4 {
             // Low priority first, class 7 maps to the last level.
             let k = key(if i % 2 == 0 { 1 } else { 7 });

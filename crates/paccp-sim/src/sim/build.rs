@@ -3,14 +3,13 @@
 //! with their queue disciplines, the flows and the first events.
 use super::{Simulation, Vm};
 use crate::cc::Policy;
-use crate::config::{BufCfg, ChangeCfg, NodeKind, QdiscCfg, Scenario, ShapeByCfg};
+use crate::config::{BufCfg, ChangeCfg, NodeKind, Scenario};
 use crate::error::{EngineError, Result};
 use crate::event::{Ev, EventQueue};
-use crate::host::shaper::{Bucket, ShapeBy, Shaper};
-use crate::host::{PerVm, VmInfo};
+use crate::host::VmInfo;
 use crate::metrics::Sampler;
 use crate::net::channel::Channel;
-use crate::net::qdisc::{limits, Prio, Sched};
+use crate::net::qdisc::limits;
 use crate::net::slab::Slab;
 use crate::net::{NetStats, ROUTE_END};
 use crate::rng::stream;
@@ -18,7 +17,7 @@ use crate::topo::{Network, Router};
 use crate::transport::{Flow, FlowInfo, Params};
 use crate::units::Ps;
 use crate::workload::{host_of, positive, ArrivalGen};
-use crate::Registry;
+use crate::{QdiscCx, QdiscPlace, Registry};
 use rand::RngCore;
 use std::collections::{HashMap, HashSet};
 
@@ -45,23 +44,27 @@ pub(crate) struct NewFlow {
     pub(crate) path: Option<u32>,
 }
 
-fn nonzero(field: &str, v: u64) -> Result<()> {
+pub(super) fn nonzero(field: &str, v: u64) -> Result<()> {
     if v == 0 {
         return Err(EngineError::invalid(field, "must be > 0"));
     }
     Ok(())
 }
 
-fn check_buf(field: &str, b: &BufCfg) -> Result<()> {
+pub(super) fn check_buf(field: &str, b: &BufCfg) -> Result<()> {
     match b {
         BufCfg::Packets(0) | BufCfg::Bytes(0) => Err(EngineError::invalid(field, "must be > 0")),
         _ => Ok(()),
     }
 }
 
-/// The transport parameters, checked.
-fn params(sc: &Scenario) -> Result<Params> {
-    let p = &sc.packet;
+/// The invariants of the packet and transport sections: the one place these rules live (the Python
+/// front runs them through [`crate::check_transport_json`] and names its own fields in the errors).
+pub(crate) fn check_transport(
+    p: &crate::config::PacketCfg,
+    t: &crate::config::TransportCfg,
+    host_queue: &serde_json::Value,
+) -> Result<()> {
     if p.mtu_bytes <= p.header_bytes {
         return Err(EngineError::invalid(
             "packet.mtu_bytes",
@@ -75,7 +78,6 @@ fn params(sc: &Scenario) -> Result<Params> {
     if p.ack_bytes > u16::MAX as u64 {
         return Err(EngineError::invalid("packet.ack_bytes", "must be <= 65535"));
     }
-    let t = &sc.transport;
     positive("transport.init_cwnd_pkts".into(), t.init_cwnd_pkts)?;
     nonzero("transport.min_rto_ns", t.min_rto_ns)?;
     nonzero("transport.initial_rto_ns", t.initial_rto_ns)?;
@@ -85,13 +87,19 @@ fn params(sc: &Scenario) -> Result<Params> {
             "must be >= transport.min_rto_ns",
         ));
     }
+    if !(t.min_rto_ns..=t.max_rto_ns).contains(&t.initial_rto_ns) {
+        return Err(EngineError::invalid(
+            "transport.initial_rto_ns",
+            "must be between transport.min_rto_ns and transport.max_rto_ns",
+        ));
+    }
     if t.host_fq_pkts > 0 && !t.host_backpressure {
         return Err(EngineError::invalid(
             "transport.host_fq_pkts",
             "needs transport.host_backpressure = true",
         ));
     }
-    if t.host_fq_pkts > 0 && !matches!(sc.queues.host, QdiscCfg::DropTail) {
+    if t.host_fq_pkts > 0 && host_queue.get("kind").and_then(|k| k.as_str()) != Some("drop_tail") {
         return Err(EngineError::invalid(
             "transport.host_fq_pkts",
             "needs queues.host.kind = drop_tail",
@@ -112,6 +120,13 @@ fn params(sc: &Scenario) -> Result<Params> {
             "must be < transport.min_rto_ns",
         ));
     }
+    Ok(())
+}
+
+/// The transport parameters, checked.
+fn params(sc: &Scenario) -> Result<Params> {
+    check_transport(&sc.packet, &sc.transport, &sc.queues.host)?;
+    let (p, t) = (&sc.packet, &sc.transport);
     Ok(Params {
         mss: p.mtu_bytes - p.header_bytes,
         header: p.header_bytes,
@@ -132,92 +147,6 @@ fn params(sc: &Scenario) -> Result<Params> {
         seed: sc.seed,
         hs: crate::transport::handshake::params(t.handshake.as_ref())?,
     })
-}
-
-/// A scheduled discipline made from a queue config (`None`: FIFO drop-tail).
-type SchedMaker = Box<dyn Fn(u32) -> Option<Box<Sched>>>;
-
-fn qdisc(
-    field: &str,
-    seed: u64,
-    q: &QdiscCfg,
-    reg: &Registry,
-    vms: &[VmInfo],
-    vm_ids: &HashMap<String, u32>,
-) -> Result<SchedMaker> {
-    match q {
-        QdiscCfg::DropTail => Ok(Box::new(|_| None)),
-        QdiscCfg::StrictPriority { levels, red } => {
-            if levels.is_empty() || levels.len() > 256 {
-                return Err(EngineError::invalid(
-                    format!("{field}.levels"),
-                    "needs 1 to 256 levels",
-                ));
-            }
-            for (i, b) in levels.iter().enumerate() {
-                check_buf(&format!("{field}.levels[{i}]"), b)?;
-            }
-            let Some(red) = *red else {
-                let p = Prio::new(levels);
-                return Ok(Box::new(move |_| Some(Box::new(Sched::Prio(p.clone())))));
-            };
-            red.check()
-                .map_err(|e| EngineError::invalid(format!("{field}.red"), e))?;
-            // one random stream per channel, numbered in the (fixed) order channels are built
-            let (levels, made, name) = (
-                levels.clone(),
-                std::cell::Cell::new(0u32),
-                field.to_string(),
-            );
-            Ok(Box::new(move |_| {
-                let k = made.replace(made.get() + 1);
-                let p = Prio::with_red(&levels, red, seed, &format!("{name}.red/{k}"));
-                Some(Box::new(Sched::Prio(p)))
-            }))
-        }
-        QdiscCfg::PerVm { buffer, selector } => {
-            check_buf(&format!("{field}.buffer"), buffer)?;
-            let make = reg.selector_maker(&format!("{field}.selector"), selector, vms)?;
-            let buf = *buffer;
-            Ok(Box::new(move |host| {
-                Some(Box::new(Sched::PerVm(PerVm::new(buf, make(host)))))
-            }))
-        }
-        QdiscCfg::Shaper {
-            by,
-            buckets,
-            unshaped_buffer,
-            priority,
-        } => {
-            check_buf(&format!("{field}.unshaped_buffer"), unshaped_buffer)?;
-            let by = match by {
-                ShapeByCfg::Class => ShapeBy::Class,
-                ShapeByCfg::Vm => ShapeBy::Vm,
-            };
-            let mut made = Vec::new();
-            for (i, b) in buckets.iter().enumerate() {
-                let f = format!("{field}.buckets[{i}]");
-                nonzero(&format!("{f}.rate_bps"), b.rate_bps)?;
-                nonzero(&format!("{f}.burst_bytes"), b.burst_bytes)?;
-                check_buf(&format!("{f}.buffer"), &b.buffer)?;
-                let key = match (by, b.class, &b.vm) {
-                    (ShapeBy::Class, Some(c), None) => c as u32,
-                    (ShapeBy::Vm, None, Some(v)) => *vm_ids.get(v).ok_or_else(|| {
-                        EngineError::invalid(format!("{f}.vm"), format!("unknown vm '{v}'"))
-                    })?,
-                    _ => {
-                        return Err(EngineError::invalid(
-                            f,
-                            "needs exactly the key of `by` (class or vm)",
-                        ))
-                    }
-                };
-                made.push(Bucket::new(key, b.rate_bps, b.burst_bytes, b.buffer));
-            }
-            let s = Shaper::new(by, made, *unshaped_buffer, *priority);
-            Ok(Box::new(move |_| Some(Box::new(Sched::Shaper(s.clone())))))
-        }
-    }
 }
 
 impl Simulation {
@@ -266,31 +195,17 @@ impl Simulation {
                 omega: v.omega,
             });
         }
-        if !matches!(
-            sc.queues.switch,
-            QdiscCfg::DropTail | QdiscCfg::StrictPriority { .. }
-        ) {
-            return Err(EngineError::invalid(
-                "queues.switch.kind",
-                "must be drop_tail or strict_priority (per_vm and shaper are host egress stages)",
-            ));
-        }
-        let host_q = qdisc(
-            "queues.host",
-            sc.seed,
-            &sc.queues.host,
+        let cx = |field, place| QdiscCx {
+            field,
+            place,
+            seed: sc.seed,
+            vms: &vm_info,
+            vm_ids: &vm_ids,
             reg,
-            &vm_info,
-            &vm_ids,
-        )?;
-        let switch_q = qdisc(
-            "queues.switch",
-            sc.seed,
-            &sc.queues.switch,
-            reg,
-            &vm_info,
-            &vm_ids,
-        )?;
+        };
+        let host_q = reg.qdisc_maker(&cx("queues.host", QdiscPlace::Host), &sc.queues.host)?;
+        let switch_q =
+            reg.qdisc_maker(&cx("queues.switch", QdiscPlace::Switch), &sc.queues.switch)?;
         let sizes = (sc.packet.mtu_bytes, sc.packet.ack_bytes);
         let channels: Vec<Channel> = net
             .channels
@@ -303,13 +218,14 @@ impl Simulation {
                     host_q(c.from)
                 } else {
                     switch_q(c.from)
-                };
+                }
+                .map(Box::new);
                 ch
             })
             .collect();
-        let host_acks = channels.iter().any(|c| {
-            matches!(c.sched.as_deref(), Some(crate::net::qdisc::Sched::PerVm(v)) if v.wants_acks())
-        });
+        let host_acks = channels
+            .iter()
+            .any(|c| c.sched.as_deref().is_some_and(|q| q.wants_acks()));
         let mut sim = Simulation {
             duration: Ps::from_ns(sc.duration_ns).0,
             p,

@@ -7,6 +7,8 @@
 //! event pending (its pipe's head). Packets are `Copy` structs in one slab, listed per channel
 //! ([`crate::net::slab`]); a route is a slice of channel indices precomputed per flow.
 mod build;
+pub(crate) use build::check_transport;
+pub mod qdiscs;
 
 use crate::cc::{CcMaker, PeerWindow, Policy};
 use crate::error::{EngineError, Result};
@@ -15,6 +17,7 @@ use crate::metrics::{output, OutputParts, Sampler};
 use crate::net::channel::Channel;
 use crate::net::slab::Slab;
 use crate::net::{NetStats, Pkt, QKey, ROUTE_END};
+use crate::prefetch::{prefetch, prefetch_all};
 use crate::topo::{Network, Router};
 use crate::transport::{Ctx, Flow, Params};
 use crate::units::Ps;
@@ -72,37 +75,6 @@ pub struct Simulation {
     peer_buf: Vec<PeerWindow>,
     /// Some host's egress stage wants the ACKs of its flows ([`crate::host::Selector::on_ack_in`]).
     host_acks: bool,
-}
-
-/// Hints the CPU to load the cache line at `p` (no effect on results; a no-op off x86-64).
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and does not change memory; `p` is a valid reference anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            (p as *const T).cast::<i8>(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// [`prefetch`] of every cache line of `*p`.
-#[inline(always)]
-fn prefetch_all<T>(p: &T) {
-    let base = (p as *const T).cast::<u8>();
-    for off in (0..std::mem::size_of::<T>()).step_by(64) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and does not change memory; the address is inside `*p`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                base.wrapping_add(off).cast::<i8>(),
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (base, off);
-    }
 }
 
 /// Splits the simulation into the flows and the context their handlers see.
@@ -384,10 +356,8 @@ impl Simulation {
                     .sum::<u64>()
             };
             let base = hops(data, false) + hops(ack, true);
-            if let Some(crate::net::qdisc::Sched::PerVm(v)) =
-                self.channels[first as usize].sched.as_deref_mut()
-            {
-                if let Some(w) = v.ack_in(&pkt, base, self.q.now) {
+            if let Some(q) = self.channels[first as usize].sched.as_deref_mut() {
+                if let Some(w) = q.on_ack_in(&pkt, base, self.q.now) {
                     self.flows[pkt.flow as usize].snd.host_wnd = w;
                 }
             }

@@ -30,7 +30,6 @@
 //! arrived, the data's start: a flow completion time from the establishment (ns-3's, in its finite
 //! cross-check scenario) is `finish_ns - established_ns`, one from the start (what an application
 //! timing `connect` + `send` sees) `finish_ns - start_ns`.
-use super::sender::rtt_sample;
 use super::{Ctx, Flow, Params as TParams};
 use crate::config::HandshakeCfg;
 use crate::error::{EngineError, Result};
@@ -179,12 +178,8 @@ impl Flow {
                 s.hs.open = true;
                 s.hs.established = Some(now);
                 s.rtt.rto_deadline = 0;
-                rtt_sample(
-                    s,
-                    (now - pkt.ts) as f64 / 1000.0,
-                    cx.p.min_rto,
-                    cx.p.max_rto,
-                );
+                s.rtt
+                    .sample((now - pkt.ts) as f64 / 1000.0, cx.p.min_rto, cx.p.max_rto);
                 self.send_control(idx, HS_ACK, cx.p.ack_bytes as u16, now, true, cx);
                 self.try_send(idx, cx);
             }

@@ -161,6 +161,21 @@ pub(crate) struct Rtt {
 }
 
 impl Rtt {
+    /// RTT sample `r` (ns, RFC 6298) from an echoed send time; updates srtt, rttvar and the RTO.
+    pub(crate) fn sample(&mut self, r: f64, min_rto: u64, max_rto: u64) {
+        let t = self;
+        if t.has_rtt {
+            t.rttvar_ns = 0.75 * t.rttvar_ns + 0.25 * (t.srtt_ns - r).abs();
+            t.srtt_ns = 0.875 * t.srtt_ns + 0.125 * r;
+        } else {
+            t.srtt_ns = r;
+            t.rttvar_ns = r / 2.0;
+            t.has_rtt = true;
+        }
+        let rto_ps = ((t.srtt_ns + 4.0 * t.rttvar_ns) * 1000.0) as u64;
+        t.rto = rto_ps.clamp(min_rto, max_rto);
+    }
+
     /// The smoothed RTT (ns), if sampled.
     #[inline]
     pub(crate) fn srtt(&self) -> Option<f64> {

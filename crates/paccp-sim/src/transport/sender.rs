@@ -1,7 +1,7 @@
 //! The TCP sender: sending within the window, the NIC gate (host backpressure, host fair queuing),
 //! ACK processing with NewReno recovery, and the retransmission timer.
 use super::prr::{Prr, RenoSacks};
-use super::{Ctx, Flow, Sender};
+use super::{Ctx, Flow};
 use crate::cc::{CcCtx, Controller};
 use crate::event::Ev;
 use crate::net::Pkt;
@@ -304,7 +304,8 @@ impl Flow {
             if s.snd_nxt < ack {
                 s.snd_nxt = ack;
             }
-            rtt_sample(s, (now - pkt.ts) as f64 / 1000.0, p.min_rto, p.max_rto);
+            s.rtt
+                .sample((now - pkt.ts) as f64 / 1000.0, p.min_rto, p.max_rto);
             let mut retransmit = false;
             // NewReno with PRR: the segments this ACK delivered (PRR's DeliveredData).
             let delivered = if p.prr && !sack {
@@ -443,21 +444,6 @@ impl Flow {
         }
         self.try_send(idx, cx);
     }
-}
-
-/// RTT sample `r_ns` (RFC 6298) from an echoed send time; updates srtt, rttvar and the RTO.
-pub(crate) fn rtt_sample(s: &mut Sender, r: f64, min_rto: u64, max_rto: u64) {
-    let t = &mut s.rtt;
-    if t.has_rtt {
-        t.rttvar_ns = 0.75 * t.rttvar_ns + 0.25 * (t.srtt_ns - r).abs();
-        t.srtt_ns = 0.875 * t.srtt_ns + 0.125 * r;
-    } else {
-        t.srtt_ns = r;
-        t.rttvar_ns = r / 2.0;
-        t.has_rtt = true;
-    }
-    let rto_ps = ((t.srtt_ns + 4.0 * t.rttvar_ns) * 1000.0) as u64;
-    t.rto = rto_ps.clamp(min_rto, max_rto);
 }
 
 #[cfg(test)]

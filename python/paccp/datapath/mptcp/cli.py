@@ -120,10 +120,10 @@ def mptcp_prio_cmd(
     out: Path = typer.Option(Path("out/mptcp-prio"), "--out", help="output directory"),
 ) -> None:
     """Is the htb priority strict? BG wanting the whole link vs a WC-only sender: WC's share."""
-    from paccp.datapath.mptcp import testbed as mt
+    from paccp.datapath.mptcp import experiments as mx
 
     r, d = _common(rate, duration)
-    _report(mt.exp_prio(r, d, out), out)
+    _report(mx.exp_prio(r, d, out), out)
 
 
 def mptcp_bg_cmd(
@@ -134,10 +134,10 @@ def mptcp_bg_cmd(
     simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Fig. 12: four servers with guarantees 350/250/200/100 (scaled); BG holds, WC takes the spare."""
-    from paccp.datapath.mptcp import testbed as mt
+    from paccp.datapath.mptcp import experiments as mx
 
     r, d = _common(rate, duration)
-    _report(mt.exp_bg(r, d, out, references=references, sim_s=sim_seconds(simulate)), out)
+    _report(mx.exp_bg(r, d, out, references=references, sim_s=sim_seconds(simulate)), out)
 
 
 def mptcp_wc_cmd(
@@ -146,10 +146,10 @@ def mptcp_wc_cmd(
     out: Path = typer.Option(Path("out/mptcp-wc"), "--out", help="output directory"),
 ) -> None:
     """Paper Fig. 13: as mptcp-bg, S2 pauses; the others' WC takes its share, S2 regains its guarantee."""
-    from paccp.datapath.mptcp import testbed as mt
+    from paccp.datapath.mptcp import experiments as mx
 
     r, d = _common(rate, duration)
-    _report(mt.exp_wc(r, d, out), out)
+    _report(mx.exp_wc(r, d, out), out)
 
 
 def mptcp_table3_cmd(
@@ -160,16 +160,16 @@ def mptcp_table3_cmd(
     simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Table 3: three servers; WC shares proportional to their competition levels A_l."""
-    from paccp.datapath.mptcp import testbed as mt
+    from paccp.datapath.mptcp import experiments as mx
 
     r, d = _common(rate, duration)
     try:
         idx = tuple(int(x) - 1 for x in rows.split(","))
     except ValueError:
         raise UserError(f"--rows must be numbers 1..4, got {rows!r}") from None
-    if not idx or any(not 0 <= i < len(mt.TABLE3) for i in idx):
+    if not idx or any(not 0 <= i < len(mx.TABLE3) for i in idx):
         raise UserError("--rows must be in 1..4")
-    _report(mt.exp_table3(r, d, out, idx, sim_s=sim_seconds(simulate)), out)
+    _report(mx.exp_table3(r, d, out, idx, sim_s=sim_seconds(simulate)), out)
 
 
 def mptcp_fair_cmd(
@@ -180,7 +180,7 @@ def mptcp_fair_cmd(
     simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Figs 14-15: S2 idle, S1 with N_c connections vs S3, S4 with one; policy 1:1:1 vs none."""
-    from paccp.datapath.mptcp import testbed as mt
+    from paccp.datapath.mptcp import experiments as mx
 
     r, d = _common(rate, duration)
     try:
@@ -189,7 +189,7 @@ def mptcp_fair_cmd(
         raise UserError(f"--conns must be numbers, got {conns!r}") from None
     if not ncs or any(not 1 <= n <= 8 for n in ncs):
         raise UserError("--conns must be in 1..8")
-    _report(mt.exp_fair(r, d, out, ncs, sim_s=sim_seconds(simulate)), out)
+    _report(mx.exp_fair(r, d, out, ncs, sim_s=sim_seconds(simulate)), out)
 
 
 def register(datapath_app: typer.Typer, testbed_app: typer.Typer) -> None:

@@ -3,7 +3,7 @@ use super::*;
 use crate::config::BufCfg;
 use crate::host::PerVm;
 use crate::net::qdisc::tests::pkt;
-use crate::net::qdisc::Pop;
+use crate::net::qdisc::{Pop, Qdisc};
 use serde_json::json;
 
 fn pairs(v: &[(f64, f64)]) -> Vec<Pair> {
