@@ -1,0 +1,300 @@
+"""``paccp reproduce all`` (and the groups ``paccp``, ``softbw``, ``mptcp``, ``compare``): every experiment
+of the three papers and every scheme comparison at full size, in parallel, resumable, with one report.
+
+Each job is one existing command (``paccp reproduce ID`` or ``paccp compare FILE``) run as a child process
+with its output in ``DIR/logs/<job>.log``, so a crash or a memory peak of one job never takes the others
+down and each keeps its own cache. A job whose output is already complete (``DIR/<id>/summary.json``, or
+``compare.json`` for a comparison, both renamed into place at the very end of a run) is skipped, so an
+interrupted reproduction is resumed by running the same command again; a resumable experiment picks up
+its own per-point cache. At the end: ``DIR/report.html`` (``paccp report DIR``) and
+``DIR/reproduce-all.json`` with the wall time, the CPU time, the load average, the commit and every job's
+status; ``paccp docs results DIR`` turns that directory into the results pages of the documentation.
+
+Adding an experiment to ``paccp.experiments`` means adding one line to :data:`JOBS` (a test keeps the two
+equal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paccp.errors import UserError
+
+GROUPS = ("paccp", "softbw", "mptcp", "compare")
+"""Groups of ``paccp reproduce``; ``all`` is every group."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One command of the reproduction."""
+
+    id: str  # the experiment id, or compare-<name> for scenarios/compare-<name>.toml
+    group: str  # one of GROUPS
+    minutes: float  # rough wall time on 2 quiet cores: the longest jobs start first
+
+    @property
+    def is_compare(self) -> bool:
+        return self.group == "compare"
+
+    def argv(self, out: Path, *, quick: bool, scenarios: Path) -> list[str]:
+        """The ``paccp`` arguments that run this job into ``out``."""
+        if self.is_compare:
+            args = ["compare", str(scenarios / f"{self.id}.toml"), "--out", str(out / self.id)]
+            args += ["--workers", "1"]  # the jobs are the parallelism
+        else:
+            args = ["reproduce", self.id, "--out", str(out)]
+        return args + (["--quick"] if quick else [])
+
+    def done_file(self, out: Path) -> Path:
+        """The file a complete output holds (written last, renamed into place)."""
+        return out / self.id / ("compare.json" if self.is_compare else "summary.json")
+
+
+# One line per experiment (paccp.experiments.REGISTRY) and per comparison file (scenarios/compare-*.toml).
+JOBS: tuple[Job, ...] = (
+    Job("fig4a", "paccp", 1),
+    Job("fig4c", "paccp", 1),
+    Job("fig5", "paccp", 1),
+    Job("rcos", "paccp", 8),
+    Job("fig8", "paccp", 6),
+    Job("fig9", "paccp", 6),
+    Job("fig10", "paccp", 6),
+    Job("fig11", "paccp", 6),
+    Job("softbw-oc", "softbw", 2),
+    Job("softbw-price", "softbw", 1),
+    Job("softbw-short", "softbw", 0.2),
+    Job("softbw-converge", "softbw", 0.1),
+    Job("softbw-share", "softbw", 0.1),
+    Job("mptcp-bg", "mptcp", 0.5),
+    Job("mptcp-table3", "mptcp", 1),
+    Job("mptcp-fair", "mptcp", 1),
+    Job("mptcp-sched", "mptcp", 0.5),
+    Job("mptcp-rcvbuf", "mptcp", 0.5),
+    Job("mptcp-cc", "mptcp", 0.5),
+    Job("mptcp-wc", "mptcp", 0.5),
+    Job("mptcp-clos", "mptcp", 6),
+    Job("compare-leafspine-websearch", "compare", 5),
+    Job("compare-clos-mapreduce", "compare", 6),
+    Job("compare-overcommit", "compare", 0.2),
+    Job("compare-overcommit-3class", "compare", 0.5),
+)
+
+RECORD = "reproduce-all.json"
+"""The file in DIR with the wall time, the load and every job's status."""
+
+
+def is_group(name: str) -> bool:
+    """True for ``all``, a group, or a comparison job (what :func:`expand` takes)."""
+    return name == "all" or name in GROUPS or any(j.id == name and j.is_compare for j in JOBS)
+
+
+def expand(names: list[str]) -> list[Job]:
+    """Groups, ``all`` and job ids -> the jobs, each once, in the order of :data:`JOBS`."""
+    by_id = {j.id: j for j in JOBS}
+    wanted: set[str] = set()
+    for name in names:
+        if name == "all":
+            wanted |= set(by_id)
+        elif name in GROUPS:
+            wanted |= {j.id for j in JOBS if j.group == name}
+        elif name in by_id:
+            wanted.add(name)
+        else:
+            known = ", ".join(["all", *GROUPS, *by_id])
+            raise UserError(f"unknown experiment or group {name!r} (known: {known})")
+    return [j for j in JOBS if j.id in wanted]
+
+
+def default_scenarios() -> Path:
+    """``scenarios/`` of the source tree this package runs from (the comparison files live there)."""
+    return Path(__file__).resolve().parents[3] / "scenarios"
+
+
+def _commit(repo: Path) -> str:
+    try:
+        res = subprocess.run(
+            ["git", "-C", str(repo), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return res.stdout.strip() or "unknown"
+
+
+@dataclass
+class _Result:
+    status: str  # "done", "skipped", "failed"
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    returncode: int = 0
+
+
+def _run_child(cmd: list[str], log: Path) -> _Result:
+    """Run ``cmd`` with stdout and stderr in ``log``; its own wall and CPU time (os.wait4's rusage)."""
+    t0 = time.monotonic()
+    with log.open("w", encoding="utf-8") as fh:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    cpu = usage.ru_utime + usage.ru_stime
+    return _Result("done" if proc.returncode == 0 else "failed", wall, cpu, proc.returncode)
+
+
+def _fmt_s(s: float) -> str:
+    m, sec = divmod(round(s), 60)
+    return f"{m}:{sec:02d}"
+
+
+def verdict_line(directory: Path) -> str:
+    """One line on a job's outcome from its summary.json (the checks that hold, or the classes within
+    the paper's tolerance), as on its results page."""
+    from paccp.report.results_pages import job_page
+
+    if not (directory / "summary.json").is_file():
+        return "no output"
+    try:
+        _, verdict, line = job_page(directory.name, directory, ".")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"unreadable summary.json ({type(exc).__name__})"
+    return {True: "holds: ", False: "differs: ", None: ""}[verdict] + line
+
+
+def reproduce_all(
+    names: list[str],
+    out: Path,
+    *,
+    workers: int = 2,
+    quick: bool = False,
+    scenarios: Path | None = None,
+    echo: Callable[[str], None] = print,
+    runner: Callable[[list[str], Path], _Result] = _run_child,
+) -> dict[str, Any]:
+    """Run the jobs ``names`` expands to, ``workers`` at a time, longest first; skip the complete ones.
+
+    Returns (and writes to ``DIR/reproduce-all.json``) the record of the run; raises UserError at the end
+    when a job failed (after the others ran and the report was written).
+    """
+    from paccp.common.outdir import check_out_dir, write_text_atomic
+
+    if workers < 1:
+        raise UserError(f"--workers must be >= 1, got {workers}")
+    jobs = expand(names)
+    scen = scenarios or default_scenarios()
+    for j in jobs:
+        if j.is_compare and not (scen / f"{j.id}.toml").is_file():
+            raise UserError(f"{j.id}: {scen / (j.id + '.toml')} not found (run from a PACCP source tree)")
+    check_out_dir(out)
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now(dt.timezone.utc)
+    load_start = os.getloadavg()
+    t0 = time.monotonic()
+    results: dict[str, _Result] = {}
+    todo = []
+    for j in jobs:
+        if j.done_file(out).is_file():
+            results[j.id] = _Result("skipped")
+        else:
+            todo.append(j)
+    skipped = len(jobs) - len(todo)
+    echo(
+        f"reproduce: {len(jobs)} jobs, {skipped} already complete in {out}, {len(todo)} to run"
+        f" on {workers} workers (logs in {logs})"
+    )
+    todo.sort(key=lambda j: -j.minutes)  # longest first: the short ones fill the gaps at the end
+    lock = threading.Lock()
+    queue = list(todo)
+    loads: list[float] = [load_start[0]]
+    finished = [0]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                j = queue.pop(0)
+                echo(f"[{_fmt_s(time.monotonic() - t0)}] start {j.id}")
+            cmd = [sys.executable, "-m", "paccp.cli", *j.argv(out, quick=quick, scenarios=scen)]
+            res = runner(cmd, logs / f"{j.id}.log")
+            with lock:
+                results[j.id] = res
+                finished[0] += 1
+                loads.append(os.getloadavg()[0])
+                tail = "" if res.status == "done" else f" (exit {res.returncode}, see {logs / j.id}.log)"
+                echo(
+                    f"[{_fmt_s(time.monotonic() - t0)}] {res.status} {j.id} in {_fmt_s(res.wall_s)}"
+                    f" (cpu {res.cpu_s:.0f} s) - {finished[0]}/{len(todo)}{tail}"
+                )
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workers, len(todo)) or 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    report = None
+    if any((out / j.id).is_dir() for j in jobs):
+        from paccp.report.html import write_report
+
+        try:
+            report = str(write_report(out)[0])
+        except UserError as exc:  # nothing to render yet
+            echo(f"reproduce: no report: {exc.message}")
+    record: dict[str, Any] = {
+        "command": "paccp reproduce " + " ".join(names) + (" --quick" if quick else ""),
+        "commit": _commit(Path(__file__).resolve().parents[3]),
+        "started_utc": started.isoformat(timespec="seconds"),
+        "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": round(wall, 1),
+        "cpu_s": round(sum(r.cpu_s for r in results.values()), 1),
+        "workers": workers,
+        "cpus": os.cpu_count(),
+        "quick": quick,
+        "load_avg_start": [round(x, 2) for x in load_start],
+        "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+        "load_avg_1min_max": round(max(loads), 2),
+        "jobs": {
+            j.id: {"group": j.group, **{k: v for k, v in vars(results[j.id]).items() if k != "returncode"}}
+            | ({"log": f"logs/{j.id}.log"} if results[j.id].status != "skipped" else {})
+            for j in jobs
+        },
+        "report": report,
+    }
+    for v in record["jobs"].values():
+        v["wall_s"], v["cpu_s"] = round(v["wall_s"], 1), round(v["cpu_s"], 1)
+    # a resumed run adds its time to the earlier attempts' (the record keeps every attempt)
+    previous = out / RECORD
+    if previous.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            before = json.loads(previous.read_text())
+            earlier = before.pop("earlier_attempts", [])
+            record["earlier_attempts"] = [*earlier, before]
+    write_text_atomic(previous, json.dumps(record, indent=2) + "\n")
+    failed = [j.id for j in jobs if results[j.id].status == "failed"]
+    for j in jobs:
+        echo(f"  {j.id}: {verdict_line(out / j.id)}")
+    echo(
+        f"reproduce: {len(jobs) - len(failed)}/{len(jobs)} complete in {_fmt_s(wall)} wall"
+        f" (load average {record['load_avg_start'][0]} at the start, {record['load_avg_end'][0]} at the end)"
+        + (f"; report {report}" if report else "")
+    )
+    if failed:
+        raise UserError(f"{len(failed)} job(s) failed: {', '.join(failed)} (logs in {logs})")
+    return record
