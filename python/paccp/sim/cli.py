@@ -110,6 +110,9 @@ def reproduce(
         help="a key=value of the scenarios' [transport] table for every run (repeatable), e.g. sack=true",
     ),
     workers: int = typer.Option(2, "--workers", help="with all or a group: experiments run at once"),
+    shortest_first: bool = typer.Option(
+        False, "--shortest-first", help="with all or a group: start the short jobs first (default: longest)"
+    ),
 ) -> None:
     """Reproduce paper experiments and compare with the paper's numbers and the optimum.
 
@@ -125,10 +128,14 @@ def reproduce(
     """
     import dataclasses
 
+    if not any(is_group(e) for e in experiments) and shortest_first:
+        raise UserError("--shortest-first applies to all and the groups, not to experiment ids")
     if any(is_group(e) for e in experiments):
         if duration is not None or transport or seed != 1:
             raise UserError("--duration, --transport and --seed apply to experiment ids, not to groups")
-        reproduce_all(experiments, out, workers=workers, quick=quick, echo=typer.echo)
+        reproduce_all(
+            experiments, out, workers=workers, quick=quick, shortest_first=shortest_first, echo=typer.echo
+        )
         return
 
     from paccp.common.outdir import check_out_dir, staged_parent

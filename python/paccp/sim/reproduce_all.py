@@ -182,11 +182,13 @@ def reproduce_all(
     *,
     workers: int = 2,
     quick: bool = False,
+    shortest_first: bool = False,
     scenarios: Path | None = None,
     echo: Callable[[str], None] = print,
     runner: Callable[[list[str], Path], _Result] = _run_child,
 ) -> dict[str, Any]:
-    """Run the jobs ``names`` expands to, ``workers`` at a time, longest first; skip the complete ones.
+    """Run the jobs ``names`` expands to, ``workers`` at a time, longest (or shortest) first; skip the
+    complete ones.
 
     Returns (and writes to ``DIR/reproduce-all.json``) the record of the run; raises UserError at the end
     when a job failed (after the others ran and the report was written).
@@ -218,7 +220,9 @@ def reproduce_all(
         f"reproduce: {len(jobs)} jobs, {skipped} already complete in {out}, {len(todo)} to run"
         f" on {workers} workers (logs in {logs})"
     )
-    todo.sort(key=lambda j: -j.minutes)  # longest first: the short ones fill the gaps at the end
+    # longest first: the short ones fill the gaps at the end (the shortest wall time); shortest first:
+    # the most jobs complete early (a reproduction that has to stop at a given time)
+    todo.sort(key=lambda j: j.minutes if shortest_first else -j.minutes)
     lock = threading.Lock()
     queue = list(todo)
     loads: list[float] = [load_start[0]]
@@ -265,6 +269,7 @@ def reproduce_all(
         "wall_s": round(wall, 1),
         "cpu_s": round(sum(r.cpu_s for r in results.values()), 1),
         "workers": workers,
+        "order": "shortest first" if shortest_first else "longest first",
         "cpus": os.cpu_count(),
         "quick": quick,
         "load_avg_start": [round(x, 2) for x in load_start],
