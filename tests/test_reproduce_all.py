@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,7 @@ def test_groups_expand() -> None:
 def _fake(calls: list[list[str]], fail: str | None = None):  # type: ignore[no-untyped-def]
     """A runner that writes the job's done file instead of running it (or fails the job ``fail``)."""
 
-    def run(cmd: list[str], log: Path) -> rall._Result:
+    def run(cmd: list[str], log: Path, started: object = None) -> rall._Result:
         calls.append(cmd)
         job = log.stem
         if job == fail:
@@ -80,6 +81,38 @@ def test_a_failed_job_does_not_stop_the_others(tmp_path: Path) -> None:
     assert len(calls) == 3
     saved = json.loads((tmp_path / rall.RECORD).read_text())
     assert saved["jobs"]["fig4c"]["status"] == "failed" and saved["jobs"]["fig5"]["status"] == "done"
+
+
+def test_the_record_is_kept_after_every_job_and_sigterm_stops_cleanly(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    seen: list[dict[str, str]] = []
+    fake = _fake([])
+
+    def run(cmd: list[str], log: Path, started: object = None) -> rall._Result:
+        rec = json.loads((tmp_path / rall.RECORD).read_text())
+        seen.append({k: v["status"] for k, v in rec["jobs"].items()})
+        if log.stem == "fig4c":
+            os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` of the reproduction
+            time.sleep(1)  # the handler runs in the main thread (a real job is killed by it first)
+            return rall._Result("failed", 0.1, 0.0, -15)
+        return fake(cmd, log)
+
+    with pytest.raises(UserError, match="interrupted: rerun the same command to resume"):
+        rall.reproduce_all(["fig4a", "fig4c", "fig5"], tmp_path, workers=1, echo=str, runner=run)
+    assert seen[0] == {"fig4a": "pending", "fig4c": "pending", "fig5": "pending"}
+    assert seen[1]["fig4a"] == "done"  # written after the first job
+    saved = json.loads((tmp_path / rall.RECORD).read_text())
+    assert saved["interrupted"] is True and saved["finished_utc"] is not None
+    assert [saved["jobs"][j]["status"] for j in ("fig4a", "fig4c", "fig5")] == [
+        "done",
+        "interrupted",
+        "pending",
+    ]
+    rall.reproduce_all(["fig4a", "fig4c", "fig5"], tmp_path, workers=1, echo=str, runner=_fake([]))
+    saved = json.loads((tmp_path / rall.RECORD).read_text())
+    assert saved["jobs"]["fig4a"]["status"] == "skipped" and saved["earlier_attempts"][0]["interrupted"]
 
 
 def test_bad_options_are_one_line(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -137,19 +138,23 @@ def _commit(repo: Path) -> str:
 
 @dataclass
 class _Result:
-    status: str  # "done", "skipped", "failed"
+    status: str  # "done", "skipped", "failed", "interrupted"
     wall_s: float = 0.0
     cpu_s: float = 0.0
     returncode: int = 0
 
 
-def _run_child(cmd: list[str], log: Path) -> _Result:
-    """Run ``cmd`` with stdout and stderr in ``log``; its own wall and CPU time (os.wait4's rusage)."""
+def _run_child(cmd: list[str], log: Path, started: Callable[[subprocess.Popen[bytes]], None]) -> _Result:
+    """Run ``cmd`` with stdout and stderr in ``log``; its own wall and CPU time (os.wait4's rusage).
+    ``started`` gets the process (to stop it on SIGTERM)."""
     t0 = time.monotonic()
     with log.open("w", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        started(proc)
         _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
@@ -185,7 +190,7 @@ def reproduce_all(
     shortest_first: bool = False,
     scenarios: Path | None = None,
     echo: Callable[[str], None] = print,
-    runner: Callable[[list[str], Path], _Result] = _run_child,
+    runner: Callable[[list[str], Path, Callable[[subprocess.Popen[bytes]], None]], _Result] = _run_child,
 ) -> dict[str, Any]:
     """Run the jobs ``names`` expands to, ``workers`` at a time, longest (or shortest) first; skip the
     complete ones.
@@ -227,17 +232,67 @@ def reproduce_all(
     queue = list(todo)
     loads: list[float] = [load_start[0]]
     finished = [0]
+    running: dict[str, subprocess.Popen[bytes]] = {}
+    stopping = threading.Event()
+    # a resumed run keeps the earlier attempts' records (also one killed half-way: the record is
+    # rewritten after every job, so it holds that attempt's time up to its last finished job)
+    previous = out / RECORD
+    earlier: list[dict[str, Any]] = []
+    if previous.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            before = json.loads(previous.read_text())
+            earlier = [*before.pop("earlier_attempts", []), before]
+
+    def record(report: str | None = None, final: bool = False) -> dict[str, Any]:
+        jobs_rec: dict[str, Any] = {}
+        for j in jobs:
+            r = results.get(j.id)
+            status = r.status if r else ("running" if j.id in running else "pending")
+            jobs_rec[j.id] = {"group": j.group, "status": status}
+            if r is not None and r.status != "skipped":
+                jobs_rec[j.id] |= {"wall_s": round(r.wall_s, 1), "cpu_s": round(r.cpu_s, 1)}
+                jobs_rec[j.id]["log"] = f"logs/{j.id}.log"
+        rec: dict[str, Any] = {
+            "command": "paccp reproduce " + " ".join(names) + (" --quick" if quick else ""),
+            "commit": commit,
+            "started_utc": started.isoformat(timespec="seconds"),
+            "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds") if final else None,
+            "wall_s": round(time.monotonic() - t0, 1),
+            "cpu_s": round(sum(r.cpu_s for r in results.values()), 1),
+            "workers": workers,
+            "order": "shortest first" if shortest_first else "longest first",
+            "cpus": os.cpu_count(),
+            "quick": quick,
+            "load_avg_start": [round(x, 2) for x in load_start],
+            "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+            "load_avg_1min_max": round(max(loads), 2),
+            "interrupted": stopping.is_set(),
+            "jobs": jobs_rec,
+            "report": report,
+        }
+        if earlier:
+            rec["earlier_attempts"] = earlier
+        write_text_atomic(previous, json.dumps(rec, indent=2) + "\n")
+        return rec
 
     def worker() -> None:
         while True:
             with lock:
-                if not queue:
+                if not queue or stopping.is_set():
                     return
                 j = queue.pop(0)
                 echo(f"[{_fmt_s(time.monotonic() - t0)}] start {j.id}")
             cmd = [sys.executable, "-m", "paccp.cli", *j.argv(out, quick=quick, scenarios=scen)]
-            res = runner(cmd, logs / f"{j.id}.log")
+
+            def started_proc(proc: subprocess.Popen[bytes], job: str = j.id) -> None:
+                with lock:
+                    running[job] = proc
+
+            res = runner(cmd, logs / f"{j.id}.log", started_proc)
             with lock:
+                running.pop(j.id, None)
+                if stopping.is_set() and res.status == "failed":
+                    res.status = "interrupted"
                 results[j.id] = res
                 finished[0] += 1
                 loads.append(os.getloadavg()[0])
@@ -246,12 +301,29 @@ def reproduce_all(
                     f"[{_fmt_s(time.monotonic() - t0)}] {res.status} {j.id} in {_fmt_s(res.wall_s)}"
                     f" (cpu {res.cpu_s:.0f} s) - {finished[0]}/{len(todo)}{tail}"
                 )
+                record()
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workers, len(todo)) or 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def stop(signum: int, frame: Any) -> None:  # SIGTERM / SIGINT: stop the jobs, keep what is done
+        stopping.set()
+        with lock:
+            for proc in running.values():  # the job and its own workers (a process group each)
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+
+    commit = _commit(Path(__file__).resolve().parents[3])
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        record()
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workers, len(todo)) or 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     wall = time.monotonic() - t0
     report = None
     if any((out / j.id).is_dir() for j in jobs):
@@ -261,45 +333,17 @@ def reproduce_all(
             report = str(write_report(out)[0])
         except UserError as exc:  # nothing to render yet
             echo(f"reproduce: no report: {exc.message}")
-    record: dict[str, Any] = {
-        "command": "paccp reproduce " + " ".join(names) + (" --quick" if quick else ""),
-        "commit": _commit(Path(__file__).resolve().parents[3]),
-        "started_utc": started.isoformat(timespec="seconds"),
-        "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "wall_s": round(wall, 1),
-        "cpu_s": round(sum(r.cpu_s for r in results.values()), 1),
-        "workers": workers,
-        "order": "shortest first" if shortest_first else "longest first",
-        "cpus": os.cpu_count(),
-        "quick": quick,
-        "load_avg_start": [round(x, 2) for x in load_start],
-        "load_avg_end": [round(x, 2) for x in os.getloadavg()],
-        "load_avg_1min_max": round(max(loads), 2),
-        "jobs": {
-            j.id: {"group": j.group, **{k: v for k, v in vars(results[j.id]).items() if k != "returncode"}}
-            | ({"log": f"logs/{j.id}.log"} if results[j.id].status != "skipped" else {})
-            for j in jobs
-        },
-        "report": report,
-    }
-    for v in record["jobs"].values():
-        v["wall_s"], v["cpu_s"] = round(v["wall_s"], 1), round(v["cpu_s"], 1)
-    # a resumed run adds its time to the earlier attempts' (the record keeps every attempt)
-    previous = out / RECORD
-    if previous.is_file():
-        with contextlib.suppress(OSError, ValueError):
-            before = json.loads(previous.read_text())
-            earlier = before.pop("earlier_attempts", [])
-            record["earlier_attempts"] = [*earlier, before]
-    write_text_atomic(previous, json.dumps(record, indent=2) + "\n")
-    failed = [j.id for j in jobs if results[j.id].status == "failed"]
+    rec = record(report, final=True)
+    failed = [j.id for j in jobs if j.id in results and results[j.id].status == "failed"]
     for j in jobs:
         echo(f"  {j.id}: {verdict_line(out / j.id)}")
     echo(
         f"reproduce: {len(jobs) - len(failed)}/{len(jobs)} complete in {_fmt_s(wall)} wall"
-        f" (load average {record['load_avg_start'][0]} at the start, {record['load_avg_end'][0]} at the end)"
+        f" (load average {rec['load_avg_start'][0]} at the start, {rec['load_avg_end'][0]} at the end)"
         + (f"; report {report}" if report else "")
     )
+    if stopping.is_set():
+        raise UserError(f"interrupted: rerun the same command to resume (record in {previous})")
     if failed:
         raise UserError(f"{len(failed)} job(s) failed: {', '.join(failed)} (logs in {logs})")
-    return record
+    return rec
