@@ -60,7 +60,9 @@ def checks_summary(checks: Sequence[Mapping[str, Any]]) -> tuple[bool | None, st
     na = len(checks) - len(judged)
     tail = f", {na} not judged" if na else ""
     if failed:
-        return False, f"{len(judged) - len(failed)} of {len(judged)} checks hold{tail}"
+        first = " ".join(str(failed[0].get("statement", "")).split())
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return False, f"{len(judged) - len(failed)} of {len(judged)} checks hold{tail}; not: {first}{more}"
     return True, f"all {len(judged)} checks hold{tail}"
 
 
@@ -91,11 +93,14 @@ def _tolerance(d: Path) -> float:
 
 
 def _pngs(d: Path) -> list[Path]:
-    """The PNGs of a job: in its directory and in sub-directories without a summary.json of their own."""
-    out = sorted(d.glob("*.png"))
+    """The plots of a job: the figures in its directory; only when it has none, those of its
+    sub-directories (one per variant, e.g. mptcp-bg's tcp/ and udp/), not every run's own plots."""
+    top = sorted(d.glob("*.png"))
+    if top:
+        return top
+    out: list[Path] = []
     for sub in sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("cache")):
-        if not (sub / "summary.json").exists():
-            out += _pngs(sub)
+        out += sorted(sub.glob("*.png"))
     return out
 
 
@@ -169,7 +174,7 @@ def write_pages(src: Path, out: Path) -> list[Path]:
     written: list[Path] = []
     rows: list[list[str]] = []
     missing: list[str] = []
-    for job in sorted(jobs, key=lambda j: (jobs[j].get("group", ""), j)):
+    for job in jobs:  # in the order of the reproduction's job list (paccp, softbw, mptcp, compare)
         d = data / job
         if not (d / "summary.json").is_file():
             missing.append(job)
@@ -192,7 +197,8 @@ def write_pages(src: Path, out: Path) -> list[Path]:
             [
                 ["commit", f"`{record.get('commit', 'unknown')}`"],
                 ["started (UTC)", record.get("started_utc", "?")],
-                ["finished (UTC)", record.get("finished_utc", "?")],
+                ["finished (UTC)", record.get("finished_utc") or "not finished (stopped or still running)"],
+                ["interrupted", "yes" if record.get("interrupted") else "no"],
                 ["wall time", f"{wall / 60:.1f} min ({attempts} attempt(s))"],
                 ["CPU time of the jobs", f"{record.get('cpu_s', 0) / 60:.1f} min"],
                 ["workers / CPUs", f"{record.get('workers', '?')} / {record.get('cpus', '?')}"],
