@@ -50,6 +50,10 @@ def test_readme_is_a_short_front_door_whose_links_and_pictures_exist() -> None:
     assert "DEMO_WALL" not in text and "REPRO_WALL" not in text  # measured figures filled in
 
 
+# a command line: sudo, VAR=value and nice before it, any path to the paccp executable
+_COMMAND = re.compile(r"^(?:sudo\s+)?(?:[A-Z_]+=\S+\s+)*(?:nice -n \d+\s+)?(?:\S*/)?paccp\s+(.*)$")
+
+
 def _pasted_commands() -> list[tuple[str, list[str]]]:
     """Every ``paccp ...`` line of the README's and the docs' shell blocks, as argument lists."""
     out = []
@@ -60,7 +64,7 @@ def _pasted_commands() -> list[tuple[str, list[str]]]:
         for block in re.findall(r"```sh\n(.*?)```", page.read_text(), flags=re.S):
             for line in block.splitlines():
                 line = re.split(r"\s+#|;|&&|\|", line, maxsplit=1)[0].strip()
-                m = re.match(r"^(?:sudo\s+)?(?:[A-Z_]+=\S+\s+)*(?:nice -n \d+\s+)?(?:\S*/)?paccp\s+(.*)$", line)
+                m = _COMMAND.match(line)
                 if m and not line.startswith("#"):
                     try:
                         args = shlex.split(m.group(1))

@@ -136,7 +136,7 @@ def _fixture(tmp: Path) -> Path:
         "load_avg_start": [5.0, 4.0, 3.0],
         "load_avg_1min_max": 9.5,
         "jobs": {
-            "fig4a": {"group": "paccp", "status": "done"},
+            "fig4a": {"group": "paccp", "status": "done", "wall_s": 30.0, "cpu_s": 30.2},
             "softbw-share": {"group": "softbw", "status": "done"},
             "mptcp-clos": {"group": "mptcp", "status": "failed"},
         },
@@ -156,6 +156,7 @@ def test_results_pages_come_from_the_reproduction(tmp_path: Path) -> None:
     assert "`abc123`" in index and "40.0 min" in index and "5.0 / 9.5" in index
     assert "**Missing from this reproduction (1)**: mptcp-clos" in index
     assert "[fig4a](fig4a.md) | paccp | **differs** | 1 of 2 classes within 20%" in index
+    assert "| 0.5 min | 30 s |" in index and "not recorded" in index
     assert "[softbw-share](softbw-share.md) | softbw | holds | all 1 checks hold, 1 not judged" in index
     fig = (out / "fig4a.md").read_text()
     assert "| MRG | 4 Gb/s | 2 Gb/s | 3.9 Gb/s | 0.50 | 0.51 | **no** |" in fig

@@ -155,6 +155,15 @@ def job_page(job: str, d: Path, rel_data: str) -> tuple[str, bool | None, str]:
     return "\n".join(parts), verdict, line
 
 
+def _job_times(record: Mapping[str, Any], job: str) -> tuple[str, str]:
+    """A job's wall and CPU time from the attempt that ran it (a resumed run skips it)."""
+    for attempt in [record, *reversed(record.get("earlier_attempts", []))]:
+        j = attempt.get("jobs", {}).get(job, {})
+        if j.get("status") == "done" and isinstance(j.get("wall_s"), int | float):
+            return f"{j['wall_s'] / 60:.1f} min", f"{j.get('cpu_s', 0):.0f} s"
+    return "not recorded", ""
+
+
 def write_pages(src: Path, out: Path) -> list[Path]:
     """Write ``out/index.md`` and one page per job from the reproduction ``src`` (copied to ``out/data``
     first unless ``src`` is that copy); returns the pages written."""
@@ -178,13 +187,16 @@ def write_pages(src: Path, out: Path) -> list[Path]:
         d = data / job
         if not (d / "summary.json").is_file():
             missing.append(job)
-            rows.append([job, jobs[job].get("group", ""), "**missing**", jobs[job].get("status", "not run")])
+            rows.append(
+                [job, jobs[job].get("group", ""), "**missing**", jobs[job].get("status", "not run"), "", ""]
+            )
             continue
         text, verdict, line = job_page(job, d, DATA)
         (out / f"{job}.md").write_text(text, encoding="utf-8")
         written.append(out / f"{job}.md")
         mark = {True: "holds", False: "**differs**", None: "–"}[verdict]
-        rows.append([f"[{job}]({job}.md)", jobs[job].get("group", ""), mark, line])
+        wall, cpu = _job_times(record, job)
+        rows.append([f"[{job}]({job}.md)", jobs[job].get("group", ""), mark, line, wall, cpu])
     wall = record.get("wall_s", 0.0) + sum(a.get("wall_s", 0.0) for a in record.get("earlier_attempts", []))
     attempts = len(record.get("earlier_attempts", [])) + 1
     load = record.get("load_avg_start", ["?"])[0], record.get("load_avg_1min_max", "?")
@@ -207,8 +219,10 @@ def write_pages(src: Path, out: Path) -> list[Path]:
             ],
         ),
         "\nA verdict *holds* when every check of the paper holds (or every class is within the tolerance"
-        " of the paper's rate); *differs* pages say which check does not and by how much.\n",
-        _md_table(["job", "group", "verdict", "summary"], rows),
+        " of the paper's rate); *differs* names the first check that does not, and its page says by how"
+        " much. Wall and CPU time per job are those of the attempt that ran it; on a machine shared with"
+        " other jobs the wall time mostly measures the load, the CPU time the work.\n",
+        _md_table(["job", "group", "verdict", "summary", "wall", "CPU"], rows),
     ]
     if missing:
         head.append(
