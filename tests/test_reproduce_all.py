@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +75,21 @@ def test_resume_skips_complete_jobs_and_records_attempts(tmp_path: Path) -> None
 
 def test_a_failed_job_does_not_stop_the_others(tmp_path: Path) -> None:
     calls: list[list[str]] = []
+    lines: list[str] = []
+    slow = _fake(calls, "fig4c")
+
+    def run(cmd: list[str], log: Path, started: Any = None) -> rall._Result:
+        started(object())  # the job counts as running (a real runner passes its process)
+        time.sleep(0.5 if log.stem == "fig4a" else 0)  # long enough for a heartbeat line
+        return slow(cmd, log)
+
+    with pytest.raises(UserError, match="1 job\\(s\\) failed: fig4c"):
+        rall.reproduce_all(
+            ["fig4a", "fig4c", "fig5"], tmp_path, workers=1, echo=lines.append, heartbeat_s=0.1, runner=run
+        )
+    assert any(line.endswith("running: fig4a") for line in lines), lines
+    calls.clear()
+    tmp_path = tmp_path / "again"
     with pytest.raises(UserError, match="1 job\\(s\\) failed: fig4c"):
         rall.reproduce_all(
             ["fig4a", "fig4c", "fig5"], tmp_path, workers=1, echo=lambda s: None, runner=_fake(calls, "fig4c")

@@ -167,6 +167,12 @@ def _fmt_s(s: float) -> str:
     return f"{m}:{sec:02d}"
 
 
+def _progress(directory: Path) -> str:
+    """``fig8 (14 points cached)``: how far a running job is, from the cache it resumes from."""
+    entries = sum(1 for c in directory.glob("cache*/**/*") if c.is_file()) if directory.is_dir() else 0
+    return f"{directory.name} ({entries} cached)" if entries else directory.name
+
+
 def verdict_line(directory: Path) -> str:
     """One line on a job's outcome from its summary.json (the checks that hold, or the classes within
     the paper's tolerance), as on its results page."""
@@ -188,6 +194,7 @@ def reproduce_all(
     workers: int = 2,
     quick: bool = False,
     shortest_first: bool = False,
+    heartbeat_s: float = 300.0,
     scenarios: Path | None = None,
     echo: Callable[[str], None] = print,
     runner: Callable[[list[str], Path, Callable[[subprocess.Popen[bytes]], None]], _Result] = _run_child,
@@ -311,6 +318,7 @@ def reproduce_all(
                     os.killpg(proc.pid, signal.SIGTERM)
 
     commit = _commit(Path(__file__).resolve().parents[3])
+    last_beat = [time.monotonic()]
     old = {}
     if threading.current_thread() is threading.main_thread():
         old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -319,8 +327,13 @@ def reproduce_all(
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(workers, len(todo)) or 1)]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        while any(t.is_alive() for t in threads):  # a line on the running jobs every heartbeat_s
+            next(t for t in threads if t.is_alive()).join(timeout=min(heartbeat_s, 5.0))
+            with lock:
+                if running and not stopping.is_set() and time.monotonic() - last_beat[0] >= heartbeat_s:
+                    last_beat[0] = time.monotonic()
+                    now = _fmt_s(time.monotonic() - t0)
+                    echo(f"[{now}] running: " + ", ".join(_progress(out / job) for job in sorted(running)))
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
