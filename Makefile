@@ -1,6 +1,9 @@
 # PACCP — one Makefile for the whole project.
-#   make demo   build everything (installing what is missing) and run the main job
-#   make test   build everything and run every test (cargo + pytest + lints)
+#   make demo   build everything (installing what is missing) and run the main job: the three systems and
+#               their comparison (PACCP Fig. 4, SoftBW's share, MPTCP BG/WC's guarantee, the over-commit
+#               comparison) in parallel, then one HTML report
+#   make test   build everything and run every test (cargo + pytest + lints + the docs site)
+#   make docs   the documentation site in site/ (strict: a broken link or anchor fails it)
 #   make bench  speed figures as JSON
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -11,11 +14,14 @@ STAMPS  := .stamps
 RUST_SRC := $(shell find crates -name '*.rs' -o -name 'Cargo.toml' 2>/dev/null) Cargo.toml
 DEMO_OUT ?= out/demo
 
-.PHONY: help setup system-deps build demo test test-rust test-py lint fmt bench crosscheck guest clean
+DEMO_JOBS := fig4a fig4c softbw-share mptcp-bg compare-overcommit
+
+.PHONY: help setup system-deps build demo test test-rust test-py lint docs fmt bench crosscheck guest clean
 
 help:
-	@echo "make demo   - install what is missing, build, run fig4a + fig4c at full size, print the table"
-	@echo "make test   - install what is missing, build, run every test (Rust, Python, datapath, lints)"
+	@echo "make demo   - install what is missing, build, run the three systems and their comparison, one report"
+	@echo "make test   - install what is missing, build, run every test (Rust, Python, datapath, lints, docs)"
+	@echo "make docs   - the documentation site in site/ (mkdocs build --strict; results pages regenerated)"
 	@echo "make bench  - speed figures (JSON) of the engine, the datapath and the ledger"
 	@echo "make crosscheck - the engine vs ns-3 3.44 (installs the ns3 wheel) and vs the kernel (root)"
 	@echo "make guest  - the QEMU guest's kernel + initramfs (cached in .cache/guest; docs/kvm-guest.md)"
@@ -42,12 +48,13 @@ setup: $(STAMPS)/build
 build: $(STAMPS)/build
 
 # --- main job ---------------------------------------------------------------
+# Each job runs at full size in its own process, two at a time; a rerun skips complete jobs (rm -rf the
+# directory to start again). Ends with $(DEMO_OUT)/report.html and a verdict line per job.
 demo: build
-	$(PACCP) reproduce fig4a fig4c --out $(DEMO_OUT)
-	$(PACCP) report $(DEMO_OUT)
+	$(PACCP) reproduce $(DEMO_JOBS) --out $(DEMO_OUT) --workers 2
 
 # --- tests ------------------------------------------------------------------
-test: build test-rust test-py lint
+test: build test-rust test-py lint docs
 
 test-rust: build
 	cargo test --workspace --release --quiet
@@ -63,6 +70,12 @@ lint: build
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(PY) tools/module_cycles.py
+
+# The results pages come from the committed copy of one full reproduction (docs/results/data); after a
+# new one: paccp reproduce all --out DIR && paccp docs results DIR
+docs: build
+	$(PACCP) docs results docs/results/data --out docs/results
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 fmt:
 	cargo fmt --all
@@ -85,4 +98,4 @@ guest: build
 	$(PY) -m paccp.datapath.guest.image
 
 clean:
-	rm -rf target $(VENV) $(STAMPS) out .cache/guest
+	rm -rf target $(VENV) $(STAMPS) out site .cache/guest

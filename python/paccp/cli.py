@@ -4,7 +4,7 @@ Areas own their own command modules; this file only wires them together and turn
 one line on stderr with exit code 2.
 
 - simulator: ``run``, ``reproduce``, ``optimum``, ``bench`` (``paccp.sim.cli``, ``paccp.sim.bench``)
-- workload experiments: ``sweep``, ``report`` (``paccp.sim.workcli``)
+- workload experiments: ``sweep``, ``report``, ``docs results`` (``paccp.sim.workcli``)
 - pricing and billing: ``price ...``, ``bill ...`` (``paccp.pricing.cli``)
 - Linux datapath: ``datapath ...``, ``testbed ...``, ``bench datapath`` (``paccp.datapath.cli``)
 - cross-check against ns-3 and the kernel: ``crosscheck`` (``paccp.crosscheck.cli``)

@@ -11,15 +11,11 @@ import typer
 
 from paccp.errors import UserError
 from paccp.limits import INT64_MAX
+from paccp.sim.reproduce_all import JOBS, is_group, reproduce_all
 
 # The ids of `paccp reproduce`, for its help without importing every experiment (a test keeps this list
-# equal to the registry, paccp.experiments.REGISTRY).
-EXPERIMENT_IDS = (
-    "fig4a", "fig4c", "fig5", "rcos", "fig8", "fig9", "fig10", "fig11",
-    "softbw-oc", "softbw-price", "softbw-short", "softbw-converge", "softbw-share",
-    "mptcp-bg", "mptcp-table3", "mptcp-fair", "mptcp-sched", "mptcp-rcvbuf", "mptcp-cc", "mptcp-wc",
-    "mptcp-clos",
-)  # fmt: skip
+# equal to the registry, paccp.experiments.REGISTRY): the experiment lines of `paccp reproduce all`.
+EXPERIMENT_IDS = tuple(j.id for j in JOBS if not j.is_compare)
 
 
 PROBLEM_HELP = (
@@ -101,7 +97,9 @@ def print_run_table(summary: dict[str, Any], out: Path) -> None:
 
 
 def reproduce(
-    experiments: list[str] = typer.Argument(..., help="experiment ids (listed above), one or more"),
+    experiments: list[str] = typer.Argument(
+        ..., help="experiment ids (listed above), or all / paccp / softbw / mptcp / compare"
+    ),
     out: Path = typer.Option(..., "--out", help="output directory; each experiment writes DIR/<id>/"),
     duration: str | None = typer.Option(None, "--duration", help="simulated time per run, e.g. 200ms"),
     seed: int = typer.Option(1, "--seed", help="random seed"),
@@ -130,6 +128,10 @@ def reproduce(
         help="workload experiments: write the summary of the points already finished (e.g. of a long run"
         " still going), run nothing",
     ),
+    workers: int = typer.Option(2, "--workers", help="with all or a group: experiments run at once"),
+    shortest_first: bool = typer.Option(
+        False, "--shortest-first", help="with all or a group: start the short jobs first (default: longest)"
+    ),
 ) -> None:
     """Reproduce paper experiments and compare with the paper's numbers and the optimum.
 
@@ -137,8 +139,26 @@ def reproduce(
     Experiments: fig4a fig4c fig5 (long-lived flows, PACCP paper Fig. 4-5); rcos fig8 fig9 fig10 fig11
     (workloads); softbw-oc softbw-price softbw-short softbw-converge softbw-share (SoftBW); mptcp-bg
     mptcp-table3 mptcp-fair mptcp-sched mptcp-rcvbuf mptcp-cc mptcp-wc mptcp-clos (MPTCP BG/WC).
+
+    \b
+    Groups: all, paccp, softbw, mptcp, compare (every scheme comparison, compare-<name> for one): each
+    experiment a child process, --workers at a time, complete ones skipped (rerun to resume), logs in
+    DIR/logs, then DIR/report.html and DIR/reproduce-all.json (wall time, load, commit).
     """
     import dataclasses
+
+    if not any(is_group(e) for e in experiments) and shortest_first:
+        raise UserError("--shortest-first applies to all and the groups, not to experiment ids")
+    if any(is_group(e) for e in experiments):
+        if duration is not None or transport or seed != 1 or seeds or loads or drain or from_cache:
+            raise UserError(
+                "--duration, --transport, --seed, --seeds, --loads, --drain and --from-cache apply to"
+                " experiment ids, not to groups"
+            )
+        reproduce_all(
+            experiments, out, workers=workers, quick=quick, shortest_first=shortest_first, echo=typer.echo
+        )
+        return
 
     from paccp.common.outdir import check_out_dir, staged_parent
     from paccp.experiments import ExperimentOptions, load_all

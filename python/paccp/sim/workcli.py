@@ -45,7 +45,29 @@ def report(directory: Path = typer.Argument(..., help="directory of runs / exper
     typer.echo(f"wrote {path}" + (f" ({len(skipped)} summary.json skipped, listed in it)" if skipped else ""))
 
 
+docs_app = typer.Typer(
+    help="The documentation site's generated pages.", no_args_is_help=True, rich_markup_mode=None
+)
+
+
+@docs_app.command("results")
+def docs_results(
+    reproduction: Path = typer.Argument(
+        ..., help="a directory of paccp reproduce all, or the copy of one in docs/results/data"
+    ),
+    out: Path = typer.Option(
+        Path("docs/results"), "--out", help="where the pages go (data/ is copied there)"
+    ),
+) -> None:
+    """Write the results pages (index.md and one page per experiment and comparison) from a reproduction."""
+    from paccp.report.results_pages import write_pages
+
+    pages = write_pages(reproduction, out)
+    typer.echo(f"wrote {len(pages)} pages in {out}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``sweep`` and ``report`` to the root app."""
+    """Add ``sweep``, ``report`` and ``docs`` to the root app."""
     app.command("sweep")(sweep)
     app.command("report")(report)
+    app.add_typer(docs_app, name="docs")

@@ -1,0 +1,172 @@
+"""The documentation site: the generated reference covers every command, option and scenario field; the
+results pages come from a reproduction's files (checked on a tiny fixture); the nav lists every page."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _gen() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "gen_docs_reference", REPO / "tools" / "gen_docs_reference.py"
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["gen_docs_reference"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_command_and_option_has_a_reference_entry() -> None:
+    import typer
+
+    from paccp.cli import app
+
+    page = _gen().cli_page()
+    root = typer.main.get_command(app)
+    n = 0
+
+    def walk(cmd: Any, path: list[str]) -> None:
+        nonlocal n
+        for name, sub in cmd.commands.items() if hasattr(cmd, "commands") else ():
+            p = [*path, name]
+            assert f"{{#{'-'.join(p)}}}" in page, f"no reference entry for {' '.join(p)}"
+            n += 1
+            for param in sub.params:
+                if param.param_type_name == "option" and param.name != "help":
+                    assert f"`{param.opts[0]}`" in page, f"{' '.join(p)} {param.opts[0]}"
+            walk(sub, p)
+
+    walk(root, ["paccp"])
+    assert n > 40  # run, reproduce, compare, price ..., bill ..., datapath ..., testbed ...
+
+
+def _keys(table: dict[str, Any], prefix: str = "") -> set[str]:
+    out = set()
+    for k, v in table.items():
+        out.add(prefix + k)
+        if isinstance(v, dict):
+            out |= _keys(v, f"{prefix}{k}.")
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for x in v:
+                out |= _keys(x, f"{prefix}{k}[].")
+    return out
+
+
+def test_every_scenario_field_has_a_reference_entry() -> None:
+    """Every field of the models, and every key the shipped scenario and comparison files use."""
+    from paccp.compare.spec import CompareCfg
+    from paccp.scenario.models import Scenario
+
+    gen = _gen()
+    scenario, compare = gen.scenario_page(), gen.compare_page()
+    rows = set(re.findall(r"^\| `([^`]+)`", scenario + compare, flags=re.M))
+
+    def walk(model: Any, prefix: str) -> None:  # the models, walked apart from the generator
+        for name, info in model.model_fields.items():
+            path = prefix + (info.alias or name)
+            assert path in rows, f"no reference entry for {path}"
+            for sub in gen._models_in(info.annotation):
+                walk(sub, path + ("[]." if "list" in str(info.annotation).lower() else "."))
+
+    walk(Scenario, "")
+    walk(CompareCfg, "compare.")
+    for f in sorted((REPO / "scenarios").glob("*.toml")):
+        for key in _keys(tomllib.loads(f.read_text())):
+            if key == "compare" or ".set." in key:  # the table itself; free-form overrides of a point
+                continue
+            base = re.sub(r"^compare\.quick\.set\..*", "compare.quick.set", key)
+            assert base in rows, f"{f.name}: key {key} has no reference entry"
+
+
+def test_every_page_is_in_the_nav() -> None:
+    nav = (REPO / "mkdocs.yml").read_text()
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        rel = page.relative_to(REPO / "docs").as_posix()
+        if rel.startswith("results/") and rel != "results/index.md":
+            continue  # linked from the results index (not_in_nav)
+        assert rel in nav, f"docs/{rel} is not in mkdocs.yml's nav"
+
+
+def _fixture(tmp: Path) -> Path:
+    src = tmp / "repro"
+    (src / "fig4a").mkdir(parents=True)
+    (src / "fig4a" / "summary.json").write_text(
+        json.dumps(
+            {
+                "experiment": "fig4a",
+                "normalized_utility": 0.99,
+                "classes": {
+                    "BE": {"paper_bps": 1e9, "rate_bps": 1.1e9, "optimal_bps": 1.05e9},
+                    "MRG": {"paper_bps": 4e9, "rate_bps": 2e9, "optimal_bps": 3.9e9},
+                },
+            }
+        )
+    )
+    (src / "fig4a" / "details.json").write_text(json.dumps({"tolerance": 0.2}))
+    (src / "fig4a" / "rate_BE.png").write_bytes(b"\x89PNG fake")
+    (src / "fig4a" / "flows.parquet").write_bytes(b"not copied")
+    (src / "softbw-share").mkdir()
+    checks = [
+        {"statement": "VM1 gets 450 Mb/s", "paper": "450", "ours": "449", "holds": True},
+        {"statement": "a | pipe", "paper": 1, "ours": 2, "holds": None},
+    ]
+    (src / "softbw-share" / "summary.json").write_text(
+        json.dumps({"title": "SoftBW share", "checks": checks})
+    )
+    record = {
+        "command": "paccp reproduce all",
+        "commit": "abc123",
+        "started_utc": "2026-11-28T07:00:00+00:00",
+        "finished_utc": "2026-11-28T07:40:00+00:00",
+        "wall_s": 2400.0,
+        "cpu_s": 4000.0,
+        "workers": 2,
+        "cpus": 2,
+        "load_avg_start": [5.0, 4.0, 3.0],
+        "load_avg_1min_max": 9.5,
+        "jobs": {
+            "fig4a": {"group": "paccp", "status": "done", "wall_s": 30.0, "cpu_s": 30.2},
+            "softbw-share": {"group": "softbw", "status": "done"},
+            "mptcp-clos": {"group": "mptcp", "status": "failed"},
+        },
+    }
+    (src / "reproduce-all.json").write_text(json.dumps(record))
+    return src
+
+
+def test_results_pages_come_from_the_reproduction(tmp_path: Path) -> None:
+    from paccp.errors import UserError
+    from paccp.report.results_pages import write_pages
+
+    src, out = _fixture(tmp_path), tmp_path / "site" / "results"
+    pages = write_pages(src, out)
+    assert {p.name for p in pages} == {"index.md", "fig4a.md", "softbw-share.md"}
+    index = (out / "index.md").read_text()
+    assert "`abc123`" in index and "40.0 min" in index and "5.0 / 9.5" in index
+    assert "**Missing from this reproduction (1)**: mptcp-clos" in index
+    assert "[fig4a](fig4a.md) | paccp | **differs** | 1 of 2 classes within 20%" in index
+    assert "| 0.5 min | 30 s |" in index and "not recorded" in index
+    assert "[softbw-share](softbw-share.md) | softbw | holds | all 1 checks hold, 1 not judged" in index
+    fig = (out / "fig4a.md").read_text()
+    assert "| MRG | 4 Gb/s | 2 Gb/s | 3.9 Gb/s | 0.50 | 0.51 | **no** |" in fig
+    assert "![rate_BE.png](data/fig4a/rate_BE.png)" in fig
+    assert "a \\| pipe" in (out / "softbw-share.md").read_text()
+    # the data copy: JSON and PNGs, no Parquet; regenerating from it gives the same pages
+    data = out / "data"
+    assert (data / "fig4a" / "rate_BE.png").is_file() and not (data / "fig4a" / "flows.parquet").exists()
+    before = {p.name: p.read_text() for p in out.glob("*.md")}
+    write_pages(data, out)
+    assert {p.name: p.read_text() for p in out.glob("*.md")} == before
+    with pytest.raises(UserError, match=r"no reproduce-all\.json"):
+        write_pages(tmp_path, out)
