@@ -39,6 +39,18 @@
 //!      above the cap. All connections of a VM through one bottleneck see the same delay and back
 //!      off together, so k connections get what one gets; shares at a fabric bottleneck follow omega
 //!      (additive increase in proportion to omega, the same proportional decrease), above theta.
+//!      The VM's pair is split over its connections everywhere, the law's constant step
+//!      (rcos - 1) / n too. alpha starts at 1 (Linux's DCTCP), so a connection that opens into a
+//!      standing queue backs off at its first marked round; a connection that joins a VM with live
+//!      connections starts at their mean window (not at the cap);
+//!    - **per-VM pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
+//!      fair share is a few segments per RTT k connections would hold k. The law's window may go
+//!      below one segment (down to 1/64); while one of a VM's connections is there, the host
+//!      releases the VM's data at the sum of its connections' law rates (window over RTT), the
+//!      guests keeping one segment each (Seawall / EyeQ: a rate limiter per VM driven by
+//!      congestion). A round then spans the RTTs elapsed since the last (the decrease and the
+//!      increase count them, so they act per unit time), and a connection is idle only after
+//!      `idle_ns` beyond its expected gap between segments (RTT / W).
 //!
 //! ACKs are never held and go first.
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
