@@ -475,9 +475,7 @@ impl PaccpHost {
             gap = gap.max(c.gap());
         }
         let until = now.saturating_add(idle_ps).saturating_add(gap);
-        if let Some(s) = self.vms.get_mut(&vm) {
-            s.pace = (below && rate > 0.0).then_some((rate, until));
-        }
+        self.vm(vm, now).pace = (below && rate > 0.0).then_some((rate, until));
     }
 
     /// The VM's pacing rate at `now`, if its pacer holds.
