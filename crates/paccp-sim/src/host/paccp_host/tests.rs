@@ -305,14 +305,12 @@ fn below_one_segment_per_connection_the_host_paces_the_vm() {
     let rtt = 300_000_000u64;
     let mut h = windowed(0, 1.0, true);
     let mut t = 0;
-    let mut seq = 0;
-    for _ in 0..100 {
+    for seq in 0..100 {
         for f in 0..16 {
             let w = round_trip(&mut h, f, seq, t, rtt);
             assert!(w >= 1, "a guest keeps one segment: {w}");
             t += 20_000_000;
         }
-        seq += 1;
     }
     let now = t + rtt;
     let rate = h.pace_of(0, now).expect("paced below one segment");
