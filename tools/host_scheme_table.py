@@ -43,7 +43,11 @@ def point_table(doc: dict[str, Any], point: str) -> list[str]:
         if r is None:
             continue
         cl = r["classes"]
-        row = [s, pm(r.get("distance_within"), "{:.0f}", 100), pm(r.get("distance_median_err"), "{:.0f}", 100)]
+        row = [
+            s,
+            pm(r.get("distance_within"), "{:.0f}", 100),
+            pm(r.get("distance_median_err"), "{:.0f}", 100),
+        ]
         row += [pm(cl.get(c, {}).get("fail_share_feasible"), "{:.1f}", 100) for c in guaranteed]
         row += [pm(r.get("utilisation"), "{:.1f}", 100)]
         if be:
