@@ -39,6 +39,18 @@
 //!      above the cap. All connections of a VM through one bottleneck see the same delay and back
 //!      off together, so k connections get what one gets; shares at a fabric bottleneck follow omega
 //!      (additive increase in proportion to omega, the same proportional decrease), above theta.
+//!      The VM's pair is split over its connections everywhere, the law's constant step
+//!      (rcos - 1) / n too. alpha starts at 1 (Linux's DCTCP), so a connection that opens into a
+//!      standing queue backs off at its first marked round; a connection that joins a VM with live
+//!      connections starts at their mean window (not at the cap);
+//!    - **per-VM pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
+//!      fair share is a few segments per RTT k connections would hold k. The law's window may go
+//!      below one segment (down to 1/64); while one of a VM's connections is there, the host
+//!      releases the VM's data at the sum of its connections' law rates (window over RTT), the
+//!      guests keeping one segment each (Seawall / EyeQ: a rate limiter per VM driven by
+//!      congestion). A round then spans the RTTs elapsed since the last (the decrease and the
+//!      increase count them, so they act per unit time), and a connection is idle only after
+//!      `idle_ns` beyond its expected gap between segments (RTT / W).
 //!
 //! ACKs are never held and go first.
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
@@ -56,8 +68,14 @@ const ACK_SUB: u32 = u32::MAX;
 const MAX_SENT: usize = 1024;
 /// DCTCP's gain of the marked-share estimate.
 const ALPHA_GAIN: f64 = 1.0 / 16.0;
+/// The marked-share estimate of a new connection: 1, as Linux's DCTCP (`dctcp_alpha_on_init`), so a
+/// connection that opens at its cap into a standing queue halves at its first marked round instead
+/// of taking some 16 rounds to learn that the queue is there.
+const ALPHA_INIT: f64 = 1.0;
 /// Share of the VM's host queue its connections may have in flight together.
 const QUEUE_SHARE: f64 = 0.9;
+/// The smallest window (segments) the law gives a connection: below one segment the host paces.
+const MIN_LAW_WND: f64 = 1.0 / 64.0;
 
 /// A VM's purchase at its host.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -181,6 +199,11 @@ struct VmState {
     /// SFQ weight (bit/s): its share in the last solve.
     share_bps: f64,
     last_active: u64,
+    /// The pacer of part 3: (rate in bit/s, until when it holds), set while one of the VM's
+    /// connections has a law window below one segment.
+    pace: Option<(f64, u64)>,
+    /// The earliest time the pacer lets the VM's next data packet leave.
+    next_send: u64,
 }
 
 /// Part 3's state of one connection.
@@ -195,16 +218,41 @@ struct ConnState {
     /// Smallest RTT beyond the host seen (ps).
     base_ps: u64,
     srtt_ps: f64,
-    /// The law's window (segments).
+    /// The law's window (segments; below 1 the host paces the VM).
     w: f64,
+    /// The window the law imposes now (segments, possibly below 1) and the RTT it is meant over (ps).
+    x: f64,
+    rtt_ps: f64,
     alpha: f64,
     round_end: u64,
     acks: u32,
     marked: u32,
+    /// When the current round began.
+    round_start: u64,
     /// The connection had its window in flight in this round.
     full: bool,
     /// Accumulated fractions of the windows imposed.
     dither: f64,
+}
+
+impl ConnState {
+    /// The expected time between its segments when its law window is below one segment (ps).
+    fn gap(&self) -> u64 {
+        if self.x < 1.0 && self.rtt_ps > 0.0 {
+            (self.rtt_ps / self.x.max(MIN_LAW_WND)) as u64
+        } else {
+            0
+        }
+    }
+
+    /// It sent something within `idle_ps` beyond its expected gap (a paced connection sends a
+    /// segment every 1 / W RTTs and is not idle in between).
+    fn alive(&self, idle_ps: u64, now: u64) -> bool {
+        self.last_sent
+            .saturating_add(idle_ps)
+            .saturating_add(self.gap())
+            > now
+    }
 }
 
 /// The selector of one host.
@@ -252,6 +300,8 @@ impl PaccpHost {
             pair,
             share_bps: 0.0,
             last_active: now,
+            pace: None,
+            next_send: 0,
         })
     }
 
@@ -291,15 +341,14 @@ impl PaccpHost {
     fn window(&mut self, f: WindowCfg, pkt: &Pkt, base_ps: u64, now: u64) -> Option<u64> {
         let idle = f.idle_ns.saturating_mul(1000);
         if now >= self.next_prune {
-            self.conns
-                .retain(|_, c| c.last_sent.saturating_add(idle) > now);
+            self.conns.retain(|_, c| c.alive(idle, now));
             self.next_prune = now.saturating_add(idle);
         }
         let vm = self.conns.get(&pkt.flow)?.vm;
         let n = self
             .conns
             .values()
-            .filter(|c| c.vm == vm && c.last_sent.saturating_add(idle) > now)
+            .filter(|c| c.vm == vm && c.alive(idle, now))
             .count()
             .max(1) as f64;
         let (theta, omega, share) = match self.vms.get(&vm) {
@@ -364,24 +413,39 @@ impl PaccpHost {
             let om = omega / n;
             let frac = f64::from(c.marked) / f64::from(c.acks);
             c.alpha = (1.0 - ALPHA_GAIN) * c.alpha + ALPHA_GAIN * frac;
+            // a round lasts one RTT while the window is a segment or more; below that an ACK comes
+            // every 1 / W RTTs and the increase counts the RTTs elapsed (per unit time as above)
+            let rtts = if c.srtt_ps > 0.0 {
+                (now.saturating_sub(c.round_start) as f64 / c.srtt_ps)
+                    .floor()
+                    .clamp(1.0, (1.0 / c.w).ceil().max(1.0))
+            } else {
+                1.0
+            };
+            // the VM's law split over its n connections: the constant step (rcos - 1) too, so
+            // that n connections below their guarantee recover together as one would
             c.w = if c.marked > 0 {
-                c.w * (1.0 - c.alpha / 2.0)
+                c.w * (1.0 - c.alpha / 2.0).powf(rtts)
             } else if c.w < w_min {
-                (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + om)
+                (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + omega) / n
             } else if c.full {
-                c.w + om
+                c.w + om * rtts
             } else {
                 c.w
             }
-            .clamp(1.0, cap.max(1.0));
+            .clamp(MIN_LAW_WND, cap.max(1.0));
             c.acks = 0;
             c.marked = 0;
             c.full = false;
+            c.round_start = now;
             c.round_end = now.saturating_add(c.srtt_ps as u64);
         }
+        // the law's window; below one segment the guest keeps one and the host paces the VM
+        c.x = c.w.max(w_min).min(cap);
+        c.rtt_ps = c.srtt_ps.max(c.base_ps as f64);
         // a fractional window as the average of the whole ones imposed ACK after ACK (rounding each
         // of k connections up would add up to k segments to the VM's window)
-        let x = c.w.max(w_min).min(cap).max(1.0);
+        let x = c.x.max(1.0);
         c.dither += x.fract();
         let whole = if c.dither >= 1.0 {
             c.dither -= 1.0;
@@ -389,7 +453,43 @@ impl PaccpHost {
         } else {
             x.floor()
         };
+        self.set_pace(vm, seg_bits, idle, now);
         Some(whole.max(1.0) as u64)
+    }
+
+    /// The VM's pacer (part 3): while one of its connections has a law window below one segment,
+    /// the host releases the VM's data at the sum of its connections' law rates (window over RTT),
+    /// so k connections at a fabric bottleneck whose fair share is below k segments per RTT
+    /// together send what the law gives them, not k segments per RTT (Seawall / EyeQ: a rate
+    /// limiter per VM driven by congestion). Otherwise the windows alone bound the VM.
+    fn set_pace(&mut self, vm: u32, seg_bits: f64, idle_ps: u64, now: u64) {
+        let mut below = false;
+        let mut rate = 0.0;
+        let mut gap = 0;
+        for c in self.conns.values() {
+            if c.vm != vm || !c.alive(idle_ps, now) || c.rtt_ps <= 0.0 {
+                continue;
+            }
+            below |= c.x < 1.0;
+            rate += c.x * seg_bits / (c.rtt_ps / PS_PER_S);
+            gap = gap.max(c.gap());
+        }
+        let until = now.saturating_add(idle_ps).saturating_add(gap);
+        self.vm(vm, now).pace = (below && rate > 0.0).then_some((rate, until));
+    }
+
+    /// The VM's pacing rate at `now`, if its pacer holds.
+    fn pace_of(&self, vm: u32, now: u64) -> Option<f64> {
+        self.vms
+            .get(&vm)
+            .and_then(|s| s.pace)
+            .filter(|&(_, until)| until > now)
+            .map(|(r, _)| r)
+    }
+
+    /// Whether the VM's pacer holds its data at `now`.
+    fn held(&self, vm: u32, now: u64) -> bool {
+        self.pace_of(vm, now).is_some() && self.vms.get(&vm).is_some_and(|s| s.next_send > now)
     }
 }
 
@@ -415,18 +515,37 @@ impl Selector for PaccpHost {
             if self.tags[i].1 {
                 self.tags[i] = (self.tags[i].0.max(self.vtime), false);
             }
+            if self.held(q.vm, now_ps) {
+                continue;
+            }
             if best.is_none_or(|(t, _)| self.tags[i].0 < t) {
                 best = Some((self.tags[i].0, i));
             }
         }
         let (tag, i) = best?;
-        let x = self.vms.get(&queues[i].vm).map_or(1.0, |s| s.share_bps);
+        let vm = queues[i].vm;
+        let x = self.vms.get(&vm).map_or(1.0, |s| s.share_bps);
         if let Some(head) = queues[i].fifo.head() {
             self.tags[i].0 = tag + head.size as f64 * 8.0 / x;
+            if let Some(rate) = self.pace_of(vm, now_ps) {
+                let gap = (head.size as f64 * 8.0 / rate * PS_PER_S) as u64;
+                if let Some(s) = self.vms.get_mut(&vm) {
+                    s.next_send = s.next_send.max(now_ps).saturating_add(gap);
+                }
+            }
         }
         self.vtime = tag;
         self.serving = Some(queues[i].vm);
         Some(i)
+    }
+
+    fn next_eligible(&self, queues: &[VmQueue], now_ps: u64) -> Option<u64> {
+        queues
+            .iter()
+            .filter(|q| q.sub != ACK_SUB && !q.fifo.is_empty())
+            .filter_map(|q| self.vms.get(&q.vm).map(|s| s.next_send))
+            .filter(|&t| t > now_ps)
+            .min()
     }
 
     fn on_dequeue(&mut self, _idx: usize, pkt: &Pkt, now_ps: u64) {
@@ -439,7 +558,16 @@ impl Selector for PaccpHost {
         let Some(f) = self.p.window else {
             return;
         };
+        let idle = f.idle_ns.saturating_mul(1000);
+        // a connection that joins a VM with live connections starts at their mean law window (the
+        // VM is one entity: opening one more connection does not restart its share at the cap)
+        let (n, sum) = self
+            .conns
+            .values()
+            .filter(|c| c.vm == vm && c.alive(idle, now_ps))
+            .fold((0u32, 0.0), |(n, s), c| (n + 1, s + c.w));
         let cap = (f.queue_pkts as f64 * QUEUE_SHARE).max(2.0);
+        let w0 = if n > 0 { sum / f64::from(n) } else { cap };
         let c = self.conns.entry(pkt.flow).or_insert_with(|| ConnState {
             vm,
             sent: std::collections::VecDeque::new(),
@@ -447,11 +575,14 @@ impl Selector for PaccpHost {
             last_sent: now_ps,
             base_ps: u64::MAX,
             srtt_ps: 0.0,
-            w: cap,
-            alpha: 0.0,
+            w: w0,
+            x: w0,
+            rtt_ps: 0.0,
+            alpha: ALPHA_INIT,
             round_end: 0,
             acks: 0,
             marked: 0,
+            round_start: now_ps,
             full: false,
             dither: 0.0,
         });

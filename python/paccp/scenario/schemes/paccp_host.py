@@ -13,7 +13,8 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
     window = "law"        # the receive window the host imposes on each connection (AC/DC TCP / vCC style):
                           # law: PACCP's law per connection (the VM's pair split over its connections)
                           # from the queueing delay beyond the host, capped so that a VM never has more
-                          # than 90 % of its host queue in flight; cap: the cap alone (ablation);
+                          # than 90 % of its host queue in flight, and below one segment per connection
+                          # a pacer per VM at its law's rate; cap: the cap alone (ablation);
                           # off: no window (the guest's own congestion control alone, ablation)
     mark = "50us"         # queueing delay beyond the host above which an ACK counts as marked
     queue = "500us"       # the wait a VM may have in its host queue at its port share (below the

@@ -296,3 +296,47 @@ fn the_host_window_caps_the_vms_queue_and_follows_the_law() {
     }
     assert!((5..=7).contains(&last), "floor: {last}");
 }
+
+#[test]
+fn below_one_segment_per_connection_the_host_paces_the_vm() {
+    // 16 connections of one VM, every ACK 260 us of queueing beyond the host (marked): the law's
+    // windows fall below one segment, and the VM's data is released at the sum of their law rates,
+    // far below the 16 segments per RTT that one segment per connection would hold
+    let rtt = 300_000_000u64;
+    let mut h = windowed(0, 1.0, true);
+    let mut t = 0;
+    for seq in 0..100 {
+        for f in 0..16 {
+            let w = round_trip(&mut h, f, seq, t, rtt);
+            assert!(w >= 1, "a guest keeps one segment: {w}");
+            t += 20_000_000;
+        }
+    }
+    let now = t + rtt;
+    let rate = h.pace_of(0, now).expect("paced below one segment");
+    let one_each = 16.0 * 12_000.0 / (rtt as f64 / PS_PER_S);
+    assert!(rate < 0.5 * one_each, "{rate} vs {one_each}");
+    assert!(h.conns.values().all(|c| c.x < 1.0));
+    // the pacer holds the VM's next packet until its gap has passed
+    let mut q = PerVm::new(BufCfg::Packets(100), AnySelector::Custom(Box::new(h)));
+    for _ in 0..3 {
+        q.push(pkt(0, 0, 1500), key(0));
+    }
+    assert!(matches!(q.pop(now), Pop::Packet(_)));
+    match q.pop(now) {
+        Pop::WaitUntil(at) => {
+            let gap = 1500.0 * 8.0 / rate * PS_PER_S;
+            assert!(
+                ((at - now) as f64 - gap).abs() <= 1.0 + 1e-6 * gap,
+                "{at} {gap}"
+            );
+        }
+        other => panic!("paced: {other:?}"),
+    }
+    // with the cap alone (no law) nothing is paced
+    let mut h = windowed(0, 1.0, false);
+    for f in 0..16 {
+        round_trip(&mut h, f, 0, 0, rtt);
+    }
+    assert!(h.pace_of(0, rtt).is_none());
+}
