@@ -89,6 +89,7 @@ JOBS: tuple[Job, ...] = (
     Job("compare-clos-mapreduce", "compare", 6),
     Job("compare-overcommit", "compare", 0.2),
     Job("compare-overcommit-3class", "compare", 0.5),
+    Job("compare-generalise-4class", "compare", 3),
 )
 
 RECORD = "reproduce-all.json"
