@@ -234,7 +234,12 @@ def _fmt(exc: ValidationError, where: str) -> str:
 def load_spec(path: str | Path) -> Spec:
     """Read and validate a comparison file (UserError, one line, on any mistake)."""
     p = Path(path)
-    doc = read_toml_file(p, "comparison file")
+    return parse_spec(read_toml_file(p, "comparison file"), p)
+
+
+def parse_spec(doc: dict[str, Any], p: Path) -> Spec:
+    """Validate a comparison file's tables (``doc``, read from ``p``; pure: the property suite calls it)."""
+    doc = dict(doc)
     if "compare" not in doc or not isinstance(doc["compare"], dict):
         raise UserError(f"{p}: missing [compare] table (see paccp.compare.spec)")
     check_banned(doc, p)

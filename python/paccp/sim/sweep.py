@@ -461,7 +461,11 @@ def expand_grid(grid: Mapping[str, Sequence[Any]], times: int = 1) -> list[dict[
 
 def load_sweep(path: Path) -> tuple[str, list[Point]]:
     """Read a sweep file and return its name and points (validated and resolved)."""
-    doc = _read_toml(path)
+    return sweep_points(_read_toml(path), path)
+
+
+def sweep_points(doc: dict[str, Any], path: Path) -> tuple[str, list[Point]]:
+    """The name and points of a sweep file's tables ``doc`` (base scenarios relative to ``path``)."""
     unknown = set(doc) - {"sweep", "grid"}
     if unknown:
         raise UserError(f"{path}: unknown table(s) {sorted(unknown)} (expected [sweep] and [grid])")
