@@ -13,11 +13,11 @@ from __future__ import annotations
 import copy
 import math
 import tempfile
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from hypothesis import given
 from hypothesis import strategies as st
 from test_hardening_props import HOSTILE
@@ -50,9 +50,8 @@ def _put(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
         else:
             return
     last = path[-1]
-    if isinstance(cur, dict) and isinstance(last, str):
-        cur[last] = value
-    elif isinstance(cur, list) and isinstance(last, int) and last < len(cur):
+    fits = isinstance(cur, list) and isinstance(last, int) and last < len(cur)
+    if fits or (isinstance(cur, dict) and isinstance(last, str)):
         cur[last] = value
 
 
@@ -217,7 +216,7 @@ def test_sweep_file(doc: dict[str, Any]) -> None:
 
     res = _user_error_or_value(sweep_points, doc, SWEEP_DIR / "sw.toml")
     if not isinstance(res, UserError):
-        name, points = res
+        _name, points = res
         assert points and all(p.resolved is not None for p in points)
 
 
@@ -252,7 +251,7 @@ def test_rate_and_duration_arguments(value: str, positive: bool) -> None:
 
     bps = _user_error_or_value(limits.check_rate, value, "--rate", positive=positive)
     if not isinstance(bps, UserError):
-        assert isinstance(bps, int) and (0 < bps if positive else 0 <= bps) and bps <= limits.MAX_RATE_BPS
+        assert isinstance(bps, int) and (bps > 0 if positive else bps >= 0) and bps <= limits.MAX_RATE_BPS
     else:
         assert bps.message.startswith("--rate"), bps.message
     ns = _user_error_or_value(limits.check_duration, value, "--duration", positive=positive)

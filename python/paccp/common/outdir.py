@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from paccp.errors import UserError
 
@@ -288,3 +288,13 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
+
+
+def save_figure_atomic(fig: Any, path: Path, **kw: Any) -> None:
+    """``fig.savefig(path)`` through :func:`write_bytes_atomic` (for directories written in place, e.g. a
+    comparison's: a kill mid-write leaves the previous image, not half of one)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", **kw)
+    write_bytes_atomic(path, buf.getvalue())
