@@ -315,5 +315,7 @@ def test_testbed_flow_specs(parts: list[str], sep: str) -> None:
     from paccp.datapath.testbed import parse_flow_specs
 
     specs = _user_error_or_value(parse_flow_specs, sep.join(parts))
-    if not isinstance(specs, UserError):
+    if isinstance(specs, UserError):
+        assert specs.message.startswith("--flows: "), specs.message
+    else:
         assert 1 <= len(specs) <= 16 and all(s.label in ("BE", "DS", "MRG") for s in specs)
