@@ -340,3 +340,18 @@ def test_kill_9_mid_run_then_the_next_run_cleans_up(tmp_path: Path) -> None:
     assert done.wait(timeout=600) == 0, done.stderr.read() if done.stderr else ""
     assert _left(tmp_path) == ["long.toml", "o", "short.toml"]
     assert (tmp_path / "o" / "summary.json").is_file()
+
+
+def test_compare_purchase_the_book_cannot_price_fails_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SoftBW guarantee at or above the book's capacity failed in the aggregation after every run (one
+    line naming no file or purchase, and a partial output directory); now it is refused first."""
+    text = (ROOT / "scenarios" / "compare-overcommit.toml").read_text()
+    assert 'guarantee = "700Mbit"' in text
+    (tmp_path / "c.toml").write_text(text.replace('guarantee = "700Mbit"', 'guarantee = "70Gbit"', 1))
+    code, _, err = cli(["compare", str(tmp_path / "c.toml"), "--quick", "--out", str(tmp_path / "o")], capsys)
+    line = one_line_error(code, err)
+    assert "c.toml: compare.purchases: 'gold' (scheme softbw, price book 'default')" in line
+    assert "below the capacity C = 10Gbit" in line
+    assert _left(tmp_path) == ["c.toml"]
