@@ -12,7 +12,7 @@
  * the listener); a process outside the owner's cgroup never matches the owner's rule, whatever its port.
  * Metering: per flow (paccp_flows), per VM (paccp_vm_state) and per (flow|VM, pair) slices (paccp_slices),
  * updated on each ACK. When a VM's cgroup is removed, a tracepoint program closes its open slice and
- * drops its state and pair (paccp_gone keeps when). Layouts are mirrored in python/paccp/datapath/maps.py.
+ * drops its state and pair (paccp_gone keeps when). Layouts are mirrored in python/paccp/datapath/paccp/maps.py.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Minimal libbpf loader for the project's BPF objects (driven by python/paccp/datapath/core.py and
- * python/paccp/datapath/mptcp.py).
+ * Minimal libbpf loader for the project's BPF objects (driven by python/paccp/datapath/core/env.py for
+ * every scheme: paccp, softbw, mptcp).
  *
  *   paccp_loader load OBJ PINDIR     load the object, pin every map under PINDIR (LIBBPF_PIN_BY_NAME),
  *                                    register each struct_ops map and pin it as PINDIR/<map name>, pin

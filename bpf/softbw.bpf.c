@@ -11,7 +11,7 @@
  * spare capacity, round robin). The class is chosen through skb->priority (htb takes a leaf class id
  * there), so the htb needs no filter. Accounting is done at enqueue (offered packets), SoftBW's own data
  * plane does it at dequeue: the marking is that of a per-VM meter at the guarantee.
- * Layout mirrored in python/paccp/datapath/softbw.py.
+ * Layout mirrored in python/paccp/datapath/softbw/control.py.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

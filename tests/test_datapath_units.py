@@ -6,27 +6,30 @@ from pathlib import Path
 
 import pytest
 
-from paccp.datapath import core, mptcp_testbed, softbw
+from paccp.datapath.core import cgroups
+from paccp.datapath.mptcp import testbed as mptcp_testbed
+from paccp.datapath.paccp import metering, rules
+from paccp.datapath.softbw import control as softbw
 from paccp.errors import UserError
 
 
 def test_attribution_by_socket_cgroup() -> None:
     paths = {10: "/vms/a", 11: "/vms/a/inner", 20: "/user.slice"}
-    known = {10: core.Known("/vms/a", "acme")}
-    assert core.attribute(10, 11, paths, known, "dflt") == core.Owner("acme", "/vms/a")
-    assert core.attribute(0, 20, paths, known, "dflt") == core.Owner(
-        core.HOST_TENANT, "outside-vm:/user.slice"
+    known = {10: cgroups.Known("/vms/a", "acme")}
+    assert metering.attribute(10, 11, paths, known, "dflt") == metering.Owner("acme", "/vms/a")
+    assert metering.attribute(0, 20, paths, known, "dflt") == metering.Owner(
+        metering.HOST_TENANT, "outside-vm:/user.slice"
     )
     # a VM registered without a tenant takes the default; an unknown id is named by its number
-    assert core.attribute(30, 30, paths, {}, "dflt") == core.Owner("dflt", "cgroup:30")
+    assert metering.attribute(30, 30, paths, {}, "dflt") == metering.Owner("dflt", "cgroup:30")
 
 
 def test_rule_needs_an_owner() -> None:
     with pytest.raises(UserError, match="needs an owner"):
-        core._rule_owner(None, False)
+        rules.rule_owner(None, False)
     with pytest.raises(UserError, match="not both"):
-        core._rule_owner("/vm1", True)
-    assert core._rule_owner(None, True) == (0, "host-wide")
+        rules.rule_owner("/vm1", True)
+    assert rules.rule_owner(None, True) == (0, "host-wide")
 
 
 def test_mptcp_scaling_and_levels() -> None:
@@ -49,7 +52,7 @@ def test_softbw_classes() -> None:
 def test_rate_limiter_allocation() -> None:
     """The softbw-short rate limiter: active VMs share the port by weight, an idle VM keeps the floor,
     a VM using less than its limit is held to 1.2 x what it used and the rest goes to the others."""
-    from paccp.datapath import softbw_short as ss
+    from paccp.datapath.softbw import short as ss
 
     got = ss.allocate(100.0, used=[0.0, 50.0, 50.0], limits=[33.0, 50.0, 50.0], weights=[1, 1, 1])
     assert got == pytest.approx([ss.FLOOR * 100, 50.0, 50.0])
@@ -63,7 +66,7 @@ def test_rate_limiter_allocation() -> None:
 def test_simulator_column_same_setup() -> None:
     """The simulator's prediction for a testbed setup: rates scaled to the testbed's link (100 Mbit/s),
     BG subflows shaped to the scaled guarantees, WC subflows carrying the spare capacity."""
-    from paccp.datapath import sim_predict
+    from paccp.datapath.core import sim_predict
 
     servers = [("s1", 40_000_000, 5, 1), ("s2", 20_000_000, 2, 1)]
     got = sim_predict.mptcp(servers, 100_000_000, 48_448, star=True, duration_s=sim_predict.QUICK_S)
@@ -78,7 +81,7 @@ def test_simulator_column_same_setup() -> None:
 
 def test_testbed_usage_records_validate() -> None:
     """Testbed windows become usage records of PACCP's schema: BG as mrg at the guarantee, WC as be."""
-    from paccp.datapath import testbed_usage as tu
+    from paccp.datapath.core import usage as tu
 
     w = tu.Window(1_700_000_000_000_000_000, 1_700_000_010_000_000_000)  # 10 s
     recs = tu.mptcp_records("mptcp-bg", "tuned", w, {"s1": 35_000_000}, {"s1": 32e6}, {"s1": 4e6})
@@ -93,7 +96,7 @@ def test_testbed_usage_records_validate() -> None:
 
 def test_testbed_usage_file_roundtrip(tmp_path: Path) -> None:
     from paccp.common.usage import read_usage
-    from paccp.datapath import testbed_usage as tu
+    from paccp.datapath.core import usage as tu
 
     w = tu.Window(1_700_000_000_000_000_000, 1_700_000_002_000_000_000)
     recs = tu.softbw_records("softbw-share", "1-4-softbw", w, 45_000_000, {"v1": 47e6})

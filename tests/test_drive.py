@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from paccp.datapath import drive
+from paccp.datapath.core import drive
 
 
 def test_judge_flags_undriven_links_with_cpu_cause() -> None:

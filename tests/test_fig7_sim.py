@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from paccp.datapath.testbed import SIM_TRANSPORT, fig7_scenario, simulate_fig7
+from paccp.datapath.paccp.fig7 import SIM_TRANSPORT, fig7_scenario, simulate_fig7
 from paccp.scenario import parse_scenario
 
 

@@ -42,7 +42,7 @@ def cg_root(tmp_path: Path) -> Path:
     ],
 )
 def test_cgroup_resolver_refuses_escapes(cg_root: Path, path: str, host_wide: bool, needle: str) -> None:
-    from paccp.datapath.core import cgroup_path_in
+    from paccp.datapath.core.cgroups import cgroup_path_in
 
     with pytest.raises(UserError, match=needle.replace("(", r"\(")) as exc:
         cgroup_path_in(path, cg_root, host_wide=host_wide)
@@ -50,7 +50,7 @@ def test_cgroup_resolver_refuses_escapes(cg_root: Path, path: str, host_wide: bo
 
 
 def test_cgroup_resolver_accepts_paths_inside(cg_root: Path) -> None:
-    from paccp.datapath.core import cgroup_path_in
+    from paccp.datapath.core.cgroups import cgroup_path_in
 
     real = cg_root.resolve()
     assert cgroup_path_in("vm1", cg_root) == real / "vm1"
@@ -63,18 +63,21 @@ class KernelSpy:
     """Records every call that would change kernel state (maps, attachments, loads, mounts, commands)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
-        from paccp.datapath import bpfsys, core
+        import subprocess
+
+        from paccp.datapath.core import bpfsys, cgroups, env
+        from paccp.datapath.paccp import lifecycle
 
         self.calls: list[str] = []
         for mod, name in [
-            (bpfsys, "update"), (bpfsys, "delete"), (bpfsys, "obj_get"), (core, "attach_cgroup_prog"),
-            (core, "detach_cgroup_prog"), (core, "load_pinned"), (core, "ensure_bpffs"), (core, "_run"),
-            (core, "_remember"), (core, "unload"),
+            (bpfsys, "update"), (bpfsys, "delete"), (bpfsys, "obj_get"), (cgroups, "attach_cgroup_prog"),
+            (cgroups, "detach_cgroup_prog"), (env, "load_pinned"), (env, "ensure_bpffs"), (env, "run"),
+            (cgroups, "remember"), (lifecycle, "unload"),
         ]:  # fmt: skip
             monkeypatch.setattr(mod, name, self._spy(f"{mod.__name__}.{name}"))
-        monkeypatch.setattr(core.subprocess, "run", self._spy("subprocess.run"))
-        monkeypatch.setattr(core, "require_env", lambda: None)  # as if root with BTF and the tools
-        monkeypatch.setattr(core, "cgroup2_root", lambda: root)
+        monkeypatch.setattr(subprocess, "run", self._spy("subprocess.run"))
+        monkeypatch.setattr(env, "require_env", lambda: None)  # as if root with BTF and the tools
+        monkeypatch.setattr(env, "cgroup2_root", lambda: root)
 
     def _spy(self, name: str) -> Any:
         def record(*_a: object, **_k: object) -> None:
@@ -123,7 +126,7 @@ def test_datapath_arguments_fail_before_any_kernel_state_changes(
 def test_datapath_limits_are_the_limits_module() -> None:
     """The pair the checks accept packs into the maps (u64 theta, u32 omega Q20) at the limits."""
     from paccp import limits
-    from paccp.datapath.core import check_pair
+    from paccp.datapath.paccp.params import check_pair
 
     assert check_pair("1000Tbit", limits.MAX_DATAPATH_OMEGA) == (
         limits.MAX_RATE_BPS,

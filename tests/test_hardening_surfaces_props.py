@@ -264,7 +264,8 @@ def test_rate_and_duration_arguments(value: str, positive: bool) -> None:
 @given(ARG, HOSTILE)
 def test_theta_omega_and_rcos(theta: str, omega: Any) -> None:
     from paccp import limits
-    from paccp.datapath.core import check_pair, check_rcos, pack_params
+    from paccp.datapath.paccp.maps import pack_params
+    from paccp.datapath.paccp.params import check_pair, check_rcos
 
     pair = _user_error_or_value(check_pair, theta, omega)
     if isinstance(pair, UserError):
@@ -292,7 +293,7 @@ PATH_PART = st.sampled_from(["vm1", "a", "b", "..", ".", "", "out", "cpu", "x", 
 
 @given(st.lists(PATH_PART, max_size=5).map("/".join), st.booleans(), st.booleans())
 def test_cgroup_resolver(cg_tree: Path, rel: str, absolute: bool, host_wide: bool) -> None:
-    from paccp.datapath.core import cgroup_path_in
+    from paccp.datapath.core.cgroups import cgroup_path_in
 
     path = str(cg_tree) + "/" + rel if absolute else rel
     got = _user_error_or_value(cgroup_path_in, path, cg_tree, host_wide=host_wide)
@@ -312,7 +313,7 @@ def test_cgroup_resolver(cg_tree: Path, rel: str, absolute: bool, host_wide: boo
     st.sampled_from([",", ":"]),
 )
 def test_testbed_flow_specs(parts: list[str], sep: str) -> None:
-    from paccp.datapath.testbed import parse_flow_specs
+    from paccp.datapath.paccp.testbed import parse_flow_specs
 
     specs = _user_error_or_value(parse_flow_specs, sep.join(parts))
     if isinstance(specs, UserError):

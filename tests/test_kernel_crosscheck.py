@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from paccp.crosscheck import kernel_side
-from paccp.datapath import netdiag
-from paccp.datapath.testbed import FRAME_BYTES, START_SPREAD_MS, fig7_scenario, queue_bytes, simulate_fig7
+from paccp.datapath.core import netdiag
+from paccp.datapath.core.netns import FRAME_BYTES, queue_bytes
+from paccp.datapath.paccp.fig7 import START_SPREAD_MS, fig7_scenario, simulate_fig7
 from paccp.scenario import parse_scenario
 
 SS = Path(__file__).parent / "data" / "ss_tin_sample.txt"

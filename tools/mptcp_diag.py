@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import mptcp, prio
-from paccp.datapath import mptcp_testbed as mt
-from paccp.datapath.testbed import Net, testbed
+from paccp.datapath.core.netns import Net, testbed
+from paccp.datapath.mptcp import control as mptcp
+from paccp.datapath.mptcp import prio
+from paccp.datapath.mptcp import testbed as mt
 
 KEYS = ("cwnd", "bytes_acked", "bytes_retrans", "notsent", "unacked", "retrans", "rtt", "sndbuf_limited",
         "busy", "rwnd_limited", "delivery_rate", "snd_wnd", "pacing_rate", "lost")  # fmt: skip

@@ -27,11 +27,11 @@ def loaded() -> Iterator[None]:
     reason = missing()
     if reason:
         pytest.skip(reason)
-    from paccp.datapath import core
+    from paccp.datapath.paccp import lifecycle
 
-    if core.is_loaded() and not core.is_current():
-        core.unload()  # loaded by another version of paccp (older map layout): these tests need this one
-    fresh = core.load()
+    if lifecycle.is_loaded() and not lifecycle.is_current():
+        lifecycle.unload()  # loaded by another version of paccp (older map layout): these tests need this one
+    fresh = lifecycle.load()
     yield
     if fresh:
-        core.unload()
+        lifecycle.unload()

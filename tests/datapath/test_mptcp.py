@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from paccp.datapath import core, mptcp, sim_predict
-from paccp.datapath import mptcp_testbed as mt
+from paccp.datapath.core import env, sim_predict
+from paccp.datapath.mptcp import control as mptcp
+from paccp.datapath.mptcp import testbed as mt
 
 SIM = sim_predict.QUICK_S
 RATE = 100_000_000
@@ -27,7 +28,8 @@ PACCP = str(Path(sys.executable).with_name("paccp"))
 @pytest.fixture(autouse=True)
 def short_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small scale: 1 s of warm-up before each measured window."""
-    from paccp.datapath import softbw_short, softbw_testbed
+    from paccp.datapath.softbw import short as softbw_short
+    from paccp.datapath.softbw import testbed as softbw_testbed
 
     monkeypatch.setattr(mt, "WARMUP_S", 1.0)
     monkeypatch.setattr(softbw_testbed, "WARMUP_S", 1.0)
@@ -121,7 +123,7 @@ def _start_and_term(cmd: list[str], marker: str) -> str:
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) != 0
     assert run_id not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not (core.cgroup2_root() / f"paccp-{run_id}").exists()
+    assert not (env.cgroup2_root() / f"paccp-{run_id}").exists()
     return run_id
 
 
@@ -134,7 +136,7 @@ def test_sigterm_leaves_nothing(bgwc: None, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def softbw_loaded(loaded: None) -> Iterator[None]:
-    from paccp.datapath import softbw
+    from paccp.datapath.softbw import control as softbw
 
     fresh = softbw.load()
     yield
@@ -144,7 +146,8 @@ def softbw_loaded(loaded: None) -> Iterator[None]:
 
 def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> None:
     """3 VMs x 0.45 of the port with 1, 4 and 8 flows: SoftBW shares evenly, one FIFO does not."""
-    from paccp.datapath import softbw, softbw_testbed
+    from paccp.datapath.softbw import control as softbw
+    from paccp.datapath.softbw import testbed as softbw_testbed
 
     s = softbw_testbed.exp_share(RATE, 3, tmp_path, cases=((1, 4, 8),))
     by = {r["scheduler"]: r for r in s["runs"]}
@@ -162,7 +165,8 @@ def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> Non
 def test_softbw_short_flows(softbw_loaded: None, tmp_path: Path) -> None:
     """VM 1's short flows next to two bulk VMs: SoftBW serves them first; the 50 ms rate limiter holds
     an idle VM at its floor until the next update, so its short flows take longer."""
-    from paccp.datapath import softbw, softbw_short
+    from paccp.datapath.softbw import control as softbw
+    from paccp.datapath.softbw import short as softbw_short
 
     s = softbw_short.exp_short(RATE, 2, tmp_path, size=50_000, sim_s=None)
     fct = s["fct"]
@@ -178,7 +182,7 @@ def test_softbw_short_flows(softbw_loaded: None, tmp_path: Path) -> None:
 
 def test_softbw_overhead_measured(softbw_loaded: None, tmp_path: Path) -> None:
     """The program's run time per packet comes from the kernel's BPF statistics, which are restored."""
-    from paccp.datapath import softbw_short
+    from paccp.datapath.softbw import short as softbw_short
 
     before = Path("/proc/sys/kernel/bpf_stats_enabled").read_text()
     s = softbw_short.exp_overhead(tmp_path, bulk_s=1.5, rounds=1, pings=300)
@@ -190,7 +194,7 @@ def test_softbw_overhead_measured(softbw_loaded: None, tmp_path: Path) -> None:
 
 
 def test_softbw_short_sigterm_leaves_nothing(softbw_loaded: None, tmp_path: Path) -> None:
-    from paccp.datapath import softbw
+    from paccp.datapath.softbw import control as softbw
 
     _start_and_term(["softbw-short", "--duration", "20s", "--no-simulate", "--out", str(tmp_path)], "-v3")
     assert softbw.status()["vms"] == []

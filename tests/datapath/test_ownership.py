@@ -13,8 +13,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from paccp.datapath import core, testbed
-from paccp.datapath.testbed import FlowSpec
+from paccp.datapath.core import cgroups
+from paccp.datapath.paccp import lifecycle, maps, metering, rules, testbed, vms
+from paccp.datapath.paccp.testbed import FlowSpec
 
 PACCP = str(Path(sys.executable).with_name("paccp"))
 
@@ -50,11 +51,11 @@ SINK = textwrap.dedent(
 def _flow_from(sport: int, after: int = 100_000) -> dict:
     """The datapath's row of the paccp flow from local port ``sport`` once it has ``after`` bytes acked."""
     for _ in range(50):
-        rows = [r for r in core.flows_table(sample_s=0) if r["src"].endswith(f":{sport}")]
+        rows = [r for r in metering.flows_table(sample_s=0) if r["src"].endswith(f":{sport}")]
         if rows and rows[0]["bytes_acked"] > after:
             return rows[0]
         time.sleep(0.1)
-    raise AssertionError(f"no paccp flow from port {sport}: {core.flows_table(sample_s=0)}")
+    raise AssertionError(f"no paccp flow from port {sport}: {metering.flows_table(sample_s=0)}")
 
 
 def test_rule_only_for_its_owner(loaded: None) -> None:
@@ -62,7 +63,7 @@ def test_rule_only_for_its_owner(loaded: None) -> None:
     with testbed.testbed() as net:
         net.add_node("h")
         owner = net.cgroup("owner")
-        core.rule_set(port, "900Mbit", 5.0, cgroup=str(owner), tenant="acme")
+        rules.rule_set(port, "900Mbit", 5.0, cgroup=str(owner), tenant="acme")
         sink = net.spawn("h", [sys.executable, "-c", SINK, str(port)])
         assert sink.stderr is not None
         time.sleep(0.5)
@@ -88,27 +89,27 @@ def test_rule_only_for_its_owner(loaded: None) -> None:
             assert (own["source"], own["theta_bps"], own["omega"]) == ("rule", 900_000_000, 5.0), own
             assert (other["source"], other["theta_bps"], other["omega"]) == ("default", 0, 1.0), other
             # attribution: by the socket's own cgroup, never by the rule's owner
-            assert own["cgroup"] == core.resolve_cgroup(str(owner)).rel, own
+            assert own["cgroup"] == cgroups.resolve_cgroup(str(owner)).rel, own
             assert other["cgroup"] != own["cgroup"] and other["vm"].startswith("outside-vm"), other
-            assert other["tenant"] == core.HOST_TENANT, other
+            assert other["tenant"] == metering.HOST_TENANT, other
             # an explicit host-wide rule reaches the outsider (the owner keeps its own rule); clearing it
             # puts the outsider back to (0, 1), at run time
-            core.rule_set(port, "10Mbit", 2.0, host_wide=True)
+            rules.rule_set(port, "10Mbit", 2.0, host_wide=True)
             other = _flow_from(sports["nobody"], other["bytes_acked"] + 1_000_000)
             assert (other["source"], other["theta_bps"], other["omega"]) == ("rule", 10_000_000, 2.0), other
             own = _flow_from(sports["owner"], own["bytes_acked"] + 1_000_000)
             assert (own["theta_bps"], own["omega"]) == (900_000_000, 5.0), own
-            core.rule_clear(port, host_wide=True)
+            rules.rule_clear(port, host_wide=True)
             other = _flow_from(sports["nobody"], other["bytes_acked"] + 1_000_000)
             assert (other["source"], other["theta_bps"], other["omega"]) == ("default", 0, 1.0), other
         finally:
             for p in procs.values():
                 p.kill()
                 p.wait()
-        core.rule_clear(port, host_wide=True)
-        assert core.rule_clear(port, cgroup=str(owner))
-        with core.Maps() as m:
-            assert not [r for r in core.list_rules(m) if r["port"] == port]
+        rules.rule_clear(port, host_wide=True)
+        assert rules.rule_clear(port, cgroup=str(owner))
+        with maps.Maps() as m:
+            assert not [r for r in rules.list_rules(m) if r["port"] == port]
 
 
 def test_rule_without_owner_refused(loaded: None) -> None:
@@ -123,12 +124,12 @@ def test_rule_without_owner_refused(loaded: None) -> None:
     )
     try:
         assert res.returncode == 0 and "warning: host-wide" in res.stderr, res.stderr
-        with core.Maps() as m:
+        with maps.Maps() as m:
             assert {"port": 5304, "owner": "host-wide"}.items() <= next(
-                r for r in core.list_rules(m) if r["port"] == 5304
+                r for r in rules.list_rules(m) if r["port"] == 5304
             ).items()
     finally:
-        core.rule_clear(5304, host_wide=True)
+        rules.rule_clear(5304, host_wide=True)
 
 
 def test_removed_vms_leave_export_with_closing_records(loaded: None, tmp_path: Path) -> None:
@@ -146,7 +147,7 @@ def test_removed_vms_leave_export_with_closing_records(loaded: None, tmp_path: P
     assert "paccp_vm_bytes_acked_total" in out.stdout or "paccp_cos_bytes_acked_total" in out.stdout
     for vm in run_vms:
         assert f'vm="{vm}"' not in out.stdout, (vm, out.stdout)
-    status = core.status()
+    status = lifecycle.status()
     assert run_vms <= {g["cgroup"] for g in status["vms_removed"]}, status["vms_removed"]
     usage = tmp_path / "usage.jsonl"
     cli = subprocess.run(
@@ -160,8 +161,8 @@ def test_removed_vms_leave_export_with_closing_records(loaded: None, tmp_path: P
         assert len(vm_recs) == 1 and vm_recs[0].tenant == "t18", vm_recs
         flows = [r for r in recs if r.vm == vm and r.flow_id is not None]
         assert flows and vm_recs[0].bytes >= 0.95 * sum(r.bytes for r in flows), (vm_recs, flows)
-    with core.Maps() as m:
-        live = {core.cgroup_paths().get(s.cgid) for s in core.list_vm_states(m)}
+    with maps.Maps() as m:
+        live = {cgroups.cgroup_paths().get(s.cgid) for s in metering.list_vm_states(m)}
     assert not (live & run_vms), live
 
 
@@ -185,7 +186,7 @@ def test_vm_cannot_switch_away_from_paccp(loaded: None) -> None:
     """A VM's processes (even root in it) cannot setsockopt another congestion control; others can."""
     with testbed.testbed() as net:
         vm = net.cgroup("vm")
-        core.vm_set(str(vm), "10Mbit", 2.0)
+        vms.vm_set(str(vm), "10Mbit", 2.0)
         inside = subprocess.run(
             ["sh", "-c", f'echo $$ > "{vm}/cgroup.procs" && exec python3 -c "$0"', GUARD],
             capture_output=True, text=True, check=True,

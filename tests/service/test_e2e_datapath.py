@@ -47,15 +47,17 @@ def _datapath_lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _vm_bytes(core: object, cgids: dict[str, int]) -> dict[str, int]:
-    by_id = {v.cgid: v.bytes_acked for v in core.status_vms()}  # type: ignore[attr-defined]
+def _vm_bytes(cgids: dict[str, int]) -> dict[str, int]:
+    from paccp.datapath.paccp import metering
+
+    by_id = {v.cgid: v.bytes_acked for v in metering.status_vms()}
     return {name: by_id.get(cg, 0) for name, cg in cgids.items()}
 
 
-def _rates(core: object, cgids: dict[str, int], window_s: float) -> dict[str, float]:
-    a, t = _vm_bytes(core, cgids), time.monotonic()
+def _rates(cgids: dict[str, int], window_s: float) -> dict[str, float]:
+    a, t = _vm_bytes(cgids), time.monotonic()
     time.sleep(window_s)
-    b, dt = _vm_bytes(core, cgids), time.monotonic() - t
+    b, dt = _vm_bytes(cgids), time.monotonic() - t
     return {k: (b[k] - a[k]) * 8 / dt for k in cgids}
 
 
@@ -64,18 +66,21 @@ def test_purchase_changes_the_measured_rate_within_1s(tmp_path: Path) -> None:
     reason = _missing()
     if reason:
         pytest.skip(reason)
-    from paccp.datapath import core, testbed
+    from paccp.datapath.paccp import lifecycle, testbed
     from paccp.errors import EnvironmentUnsupported
 
     try:
-        _run(core, testbed, tmp_path)
+        _run(testbed, tmp_path)
     except EnvironmentUnsupported as exc:
-        if not core.is_loaded():  # another process's datapath tests unloaded it under us
+        if not lifecycle.is_loaded():  # another process's datapath tests unloaded it under us
             pytest.skip(f"the paccp datapath was unloaded by another process during this test ({exc})")
         raise
 
 
-def _run(core: Any, testbed: Any, tmp_path: Path) -> None:
+def _run(testbed: Any, tmp_path: Path) -> None:
+    from paccp.datapath.core import cgroups, env
+    from paccp.datapath.paccp import metering
+
     with _datapath_lock(), testbed.testbed() as net:
         ctl = Controller(tmp_path).start()
         agents: list[AgentProc] = []
@@ -90,7 +95,7 @@ def _run(core: Any, testbed: Any, tmp_path: Path) -> None:
             net.ip("d", "route", "add", "default", "via", "10.202.0.1")
             net.ip("L", "route", "add", "10.202.0.0/16", "via", "10.200.0.2")
             net.ip("R", "route", "add", "10.201.0.0/16", "via", "10.200.0.1")
-            root = core.cgroup2_root()
+            root = env.cgroup2_root()
             cgids: dict[str, int] = {}
             cgs: dict[str, Path] = {}
             for i in range(3):  # host h<i> owns VM vm<i>: its own agent, its own cgroup and sender namespace
@@ -98,7 +103,7 @@ def _run(core: Any, testbed: Any, tmp_path: Path) -> None:
                 net.link(f"s{i}", f"10.201.{i}.2/24", "L", f"10.201.{i}.1/24")
                 net.ip(f"s{i}", "route", "add", "default", "via", f"10.201.{i}.1")
                 cg = net.cgroup(f"vm{i}")
-                cgs[f"vm{i}"], cgids[f"vm{i}"] = cg, core.resolve_cgroup(str(cg)).cgid
+                cgs[f"vm{i}"], cgids[f"vm{i}"] = cg, cgroups.resolve_cgroup(str(cg)).cgid
                 ctl.admin(
                     "POST", "/v1/admin/vms",
                     json={"name": f"vm{i}", "tenant": "acme", "host": f"h{i}",
@@ -109,7 +114,7 @@ def _run(core: Any, testbed: Any, tmp_path: Path) -> None:
                 )
             # every agent applied its VM (BE) before the VM's connections start: they get paccp
             wait_for(
-                lambda: {v.cgid for v in core.status_vms()} >= set(cgids.values()),
+                lambda: {v.cgid for v in metering.status_vms()} >= set(cgids.values()),
                 timeout=30,
                 what="the agents to apply their VMs",
             )
@@ -123,17 +128,19 @@ def _run(core: Any, testbed: Any, tmp_path: Path) -> None:
                     cgroup=cgs[f"vm{i}"],
                 )
             time.sleep(4)
-            before = _rates(core, cgids, 2.0)
+            before = _rates(cgids, 2.0)
             share0 = before["vm1"] / sum(before.values())
             ctl.buy(tok, "vm1", "mrg", "60Mbit", "2")
             t = time.monotonic()
             wait_for(
-                lambda: any(v.cgid == cgids["vm1"] and v.theta_bps == 60_000_000 for v in core.status_vms()),
+                lambda: any(
+                    v.cgid == cgids["vm1"] and v.theta_bps == 60_000_000 for v in metering.status_vms()
+                ),
                 timeout=5,
                 what="the purchase in the datapath",
             )
             applied_s = time.monotonic() - t
-            after = _rates(core, cgids, max(0.2, 1.0 - (time.monotonic() - t)))
+            after = _rates(cgids, max(0.2, 1.0 - (time.monotonic() - t)))
             measured_s = time.monotonic() - t
             share1 = after["vm1"] / sum(after.values())
             print(

@@ -38,10 +38,10 @@ def _kernel(out: Path, duration_s: int, log: Any) -> dict[str, Any]:
     log(format_table("kernel-dumbbell-reno (200 Mbit, 3 Reno flows)", res["kernel-dumbbell-reno"]["compare"],
                      "kernel"))  # fmt: skip
     try:
-        from paccp.datapath import testbed
+        from paccp.datapath.paccp import fig7
 
         os.environ["PACCP_NETNS_PREFIX"] = "fx"  # the testbed's namespaces: fx<hex>-<node>
-        f7 = testbed.run_fig7(200_000_000, float(duration_s), out / "fig7", omit_s=2, simulate=True)
+        f7 = fig7.run_fig7(200_000_000, float(duration_s), out / "fig7", omit_s=2, simulate=True)
         cmp = compare(
             {f"{c}_mbps": v["simulator_mbps"] for c, v in f7["classes"].items()},
             {f"{c}_mbps": v["measured_mbps"] for c, v in f7["classes"].items()},

@@ -11,7 +11,7 @@ than in the issue's engine run, and the stall shows in the counters (TCPTimeouts
 per-window progress rather than in the totals.
 
 Kernel side (:func:`run_kernel`): the dumbbell of ``paccp testbed``
-(:func:`~paccp.datapath.testbed.build_dumbbell`: HTB at the bottleneck rate + a bfifo, here of 100
+(:func:`~paccp.datapath.core.netns.build_dumbbell`: HTB at the bottleneck rate + a bfifo, here of 100
 full-size frames, on L's egress to R; veth with GSO off), but every sender reaches L through an
 emulator namespace ``x<i>`` running ``linkemu.c``: this
 kernel has no netem, so a small AF_PACKET forwarder gives the sender link its rate (4x the bottleneck),
@@ -31,7 +31,7 @@ Engine side (:func:`engine_twin`): the same scaled dumbbell as engine JSON, as t
 (NewReno, ``sack`` false, ``dupack_threshold`` 3, no delayed ACK, no host backpressure, init_cwnd 10)
 with the kernel's values where the kernel differs from the issue: 1514/66-byte frames (Ethernet
 included, timestamps on), the bfifo + one frame, Linux's 200 ms minimum and 1 s initial RTO, min cwnd 2,
-the receivers' measured 30 us processing delay (:data:`paccp.datapath.testbed.ACK_DELAY_NS`) and the
+the receivers' measured 30 us processing delay (:data:`paccp.datapath.core.netns.ACK_DELAY_NS`) and the
 measured data starts. Run with ``prr`` true (the fixed engine) and false.
 """
 
@@ -179,7 +179,7 @@ def _cpu_seconds(pid: int) -> float | None:
 
 def _veth(net: Any, a: str, b: str) -> tuple[str, str]:
     """A veth pair without addresses (the emulator's side), GSO off on both ends."""
-    from paccp.datapath.testbed import _sh
+    from paccp.datapath.core.netns import _sh
 
     ia, ib = net._ifname(a), net._ifname(b)
     _sh(["ip", "link", "add", ia, "netns", net.ns(a), "type", "veth", "peer", "name", ib, "netns", net.ns(b)])
@@ -215,9 +215,9 @@ def zero_windows(per_window: list[int]) -> dict[str, int]:
 
 def run_kernel(sc: Scaled, out: Path) -> dict[str, Any]:
     """One run of the scaled scenario in namespaces (root); see the module docstring."""
-    from paccp.datapath.drive import CpuMeter
-    from paccp.datapath.netdiag import nstat, qdisc_drops
-    from paccp.datapath.testbed import Net
+    from paccp.datapath.core.drive import CpuMeter
+    from paccp.datapath.core.netdiag import nstat, qdisc_drops
+    from paccp.datapath.core.netns import Net
 
     for tool in ("ip", "tc", "iperf3", "nstat", "tcpdump"):
         if shutil.which(tool) is None:
@@ -385,7 +385,7 @@ def engine_twin(
     (all on the sender links); "issue": where the issue puts them. ``starts_ns``: each flow's first data
     (default: the issue's gap, scaled)."""
     from paccp.crosscheck.engine_side import tcp_flow
-    from paccp.datapath.testbed import ACK_DELAY_NS
+    from paccp.datapath.core.netns import ACK_DELAY_NS
 
     n = len(ISSUE_SENDER_DELAYS_NS)
     starts = starts_ns if starts_ns is not None else [i * sc.start_gap_ns for i in range(n)]
@@ -493,7 +493,7 @@ def wait_idle(timeout_s: float = 60.0, busy_max: float = IDLE_BUSY) -> float | N
     engineers' builds on this 2-core machine would make the kernel's numbers the CPU's. Returns the
     last 2 s busy fraction (the run goes ahead after the timeout; ``cpu_busy`` in its result says how
     busy it was)."""
-    from paccp.datapath.drive import CpuMeter
+    from paccp.datapath.core.drive import CpuMeter
 
     deadline = time.monotonic() + timeout_s
     while True:

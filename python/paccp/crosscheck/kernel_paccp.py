@@ -5,7 +5,7 @@ Three VMs, one flow each: BE (0, 1), DS (0, 2) and MRG (0.4 x rate, 2), as in Fi
 classes from ``d<i>`` back to ``s<i>``, with router R's egress shaped too, so each bottleneck carries one
 direction's data and the other's ACKs (Fig. 7's situation on two queues instead of a ring of three).
 
-The engine's twin is matched as the Fig. 7 simulation is (:data:`paccp.datapath.testbed.SIM_TRANSPORT`:
+The engine's twin is matched as the Fig. 7 simulation is (:data:`paccp.datapath.paccp.fig7.SIM_TRANSPORT`:
 40 ms delayed-ACK timer, SACK, 1514/66-byte frames; bfifo + one frame; flows started at seeded offsets in
 [0, START_SPREAD_MS)); its rates are the mean of :data:`DRAWS` start draws. Rates are per flow, keyed
 ``F<i>`` (s -> d) and ``R<i>`` (d -> s), with the class in ``classes``.
@@ -39,22 +39,23 @@ def flow_ids(two_way: bool) -> dict[str, str]:
 
 def run_kernel(rate_bps: int, duration_s: int, omit_s: int, out: Path, two_way: bool) -> dict[str, Any]:
     """The kernel side (root, the PACCP datapath): per-flow Mb/s, drops per direction, TCP counters."""
-    from paccp.datapath import core, netdiag, testbed
+    from paccp.datapath.core import netdiag, netns
+    from paccp.datapath.paccp import testbed, vms
 
     out.mkdir(parents=True, exist_ok=True)
     os.environ["PACCP_NETNS_PREFIX"] = "fx"
     nodes = [f"s{i}" for i in range(3)] + [f"d{i}" for i in range(3)]
     with testbed.testbed() as net:
-        l_if = testbed.build_dumbbell(net, rate_bps, 3)
+        l_if = netns.build_dumbbell(net, rate_bps, 3)
         r_if = "e0"  # R's first link is the one to L (build_dumbbell)
         if two_way:
-            net.shape("R", r_if, rate_bps, testbed.queue_bytes(rate_bps))
+            net.shape("R", r_if, rate_bps, netns.queue_bytes(rate_bps))
         pairs = []
         for fid in flow_ids(two_way):
             i = int(fid[1:])
             _lab, share, omega = CLASSES[i]
             cg = net.cgroup(f"vm{fid}")
-            core.vm_set(str(cg), _theta(share, rate_bps), omega)
+            vms.vm_set(str(cg), _theta(share, rate_bps), omega)
             src, dst = (f"s{i}", f"d{i}") if fid[0] == "F" else (f"d{i}", f"s{i}")
             addr = f"10.202.{i}.2" if fid[0] == "F" else f"10.201.{i}.2"
             pairs.append((src, addr, dst, cg))
@@ -82,7 +83,8 @@ def run_kernel(rate_bps: int, duration_s: int, omit_s: int, out: Path, two_way: 
 
 def engine_spec(rate_bps: int, duration_s: float, two_way: bool, seed: int) -> dict[str, Any]:
     """The twin as a scenario (:mod:`paccp.scenario` schema)."""
-    from paccp.datapath.testbed import FRAME_BYTES, SIM_CC, SIM_TRANSPORT, START_SPREAD_MS, queue_bytes
+    from paccp.datapath.core.netns import FRAME_BYTES, queue_bytes
+    from paccp.datapath.paccp.fig7 import SIM_CC, SIM_TRANSPORT, START_SPREAD_MS
 
     rng = random.Random(seed)
     q = queue_bytes(rate_bps)

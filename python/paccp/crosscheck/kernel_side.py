@@ -11,7 +11,7 @@ The engine's twin (:func:`engine_twin`) uses the same rate, the bfifo limit + on
 engine counts the packet being serialised, HTB has already released it), 1514/66-byte wire packets
 (14 bytes of Ethernet in HTB and bfifo), SACK, delayed ACK, host backpressure (TSQ), 200 ms minimum RTO,
 ``dupack_threshold`` 1 (Linux's RACK on a path without reordering) and the receivers' measured
-processing delay (``ack_delay_mean_ns``), see :data:`paccp.datapath.testbed.SIM_TRANSPORT`.
+processing delay (``ack_delay_mean_ns``), see :data:`paccp.datapath.paccp.fig7.SIM_TRANSPORT`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from paccp.crosscheck.engine_side import tcp_flow
-from paccp.datapath.netdiag import NSTAT_KEYS, SsSampler, nstat, qdisc_drops
-from paccp.datapath.testbed import ACK_DELAY_NS, Net, build_dumbbell, queue_bytes
+from paccp.datapath.core.netdiag import NSTAT_KEYS, SsSampler, nstat, qdisc_drops
+from paccp.datapath.core.netns import ACK_DELAY_NS, Net, build_dumbbell, queue_bytes
 from paccp.errors import EnvironmentUnsupported
 from paccp.sim import engine
 
@@ -239,7 +239,7 @@ CPU_BUSY_MAX = 0.95
 
 def cpu_check(cpu_busy: float | None, min_util: float | None) -> dict[str, Any]:
     """A ``checks`` row: the Fig. 7 run was not CPU-bound (CPU busy below CPU_BUSY_MAX, from
-    ``paccp.datapath.drive``), else the kernel's numbers measure the shared machine as much as TCP
+    ``paccp.datapath.core.drive``), else the kernel's numbers measure the shared machine as much as TCP
     (measured: DS 56 instead of 64 Mb/s with the CPU 99 % busy)."""
     from paccp.experiments import check
 

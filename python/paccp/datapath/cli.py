@@ -32,27 +32,29 @@ def _print_json(obj: object) -> None:
 @datapath_app.command("load")
 def load_cmd(rcos: float = typer.Option(3.0, help="rcos design constant (>= 1)")) -> None:
     """Build (first use) and register the paccp congestion control; pin its maps."""
-    from paccp.datapath import core
+    from paccp.datapath.paccp import lifecycle, params
+    from paccp.datapath.paccp.maps import PIN_DIR
 
-    fresh = core.load(rcos=core.check_rcos(rcos))
-    print("paccp loaded" if fresh else "paccp already loaded", f"(maps in {core.PIN_DIR})")
+    fresh = lifecycle.load(rcos=params.check_rcos(rcos))
+    print("paccp loaded" if fresh else "paccp already loaded", f"(maps in {PIN_DIR})")
 
 
 @datapath_app.command("unload")
 def unload_cmd() -> None:
     """Detach from all cgroups, unregister paccp and remove the pinned maps."""
-    from paccp.datapath import core
+    from paccp.datapath.paccp import lifecycle
 
-    print("paccp unloaded" if core.unload() else "paccp was not loaded")
+    print("paccp unloaded" if lifecycle.unload() else "paccp was not loaded")
 
 
 @datapath_app.command("status")
 def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Is paccp loaded; configured VMs, rules and flow counts."""
-    from paccp.datapath import core
+    from paccp.datapath.core import env
+    from paccp.datapath.paccp import lifecycle
 
-    core.require_env()
-    st = core.status()
+    env.require_env()
+    st = lifecycle.status()
     if as_json or not st["loaded"]:
         _print_json(st)
         return
@@ -84,14 +86,15 @@ def vm_set_cmd(
     """Set a VM's (theta, omega); its TCP connections use paccp (sockops on the cgroup)."""
     import sys
 
-    from paccp.datapath import core
+    from paccp.datapath.core import env
+    from paccp.datapath.paccp import params, vms
 
-    theta_bps, om = core.check_pair(theta, omega)  # every argument before anything touches the kernel
-    core._check_tenant(tenant or None)
+    theta_bps, om = params.check_pair(theta, omega)  # every argument before anything touches the kernel
+    params.check_tenant(tenant or None)
     if not cgroup:
         raise UserError("--cgroup is required")
-    core.require_env()
-    cg = core.vm_set(cgroup, theta_bps, om, tenant=tenant or None, host_wide=host_wide)
+    env.require_env()
+    cg = vms.vm_set(cgroup, theta_bps, om, tenant=tenant or None, host_wide=host_wide)
     if cg.rel == "/":
         print("paccp: warning: --host-wide: the VM is every process on this host", file=sys.stderr)
     print(f"vm {cg.rel} (cgroup id {cg.cgid}): theta {format_rate(theta_bps)} omega {om:g}")
@@ -103,12 +106,13 @@ def vm_clear_cmd(
     host_wide: bool = typer.Option(False, "--host-wide", help="allow --cgroup / (every process on the host)"),
 ) -> None:
     """Remove a VM's pair (flows fall back to BE) and detach sockops from its cgroup."""
-    from paccp.datapath import core
+    from paccp.datapath.core import env
+    from paccp.datapath.paccp import vms
 
     if not cgroup:
         raise UserError("--cgroup is required")
-    core.require_env()
-    existed = core.vm_clear(cgroup, host_wide=host_wide)
+    env.require_env()
+    existed = vms.vm_clear(cgroup, host_wide=host_wide)
     print("cleared" if existed else "no pair was set; sockops detached")
 
 
@@ -126,18 +130,19 @@ def flow_set_cmd(
     """Per-socket parameters of a running process (pidfd_getfd) or a flow rule by port and owner."""
     import sys
 
-    from paccp.datapath import core
+    from paccp.datapath.core import env
+    from paccp.datapath.paccp import params, rules, sockets
 
-    theta_bps, om = core.check_pair(theta, omega)  # every argument before anything touches the kernel
+    theta_bps, om = params.check_pair(theta, omega)  # every argument before anything touches the kernel
     if (pid > 0) == (port > 0):
         raise UserError("give either --pid PID --fd FD or --port N")
     if port:
-        core._check_port(port)
-        core._check_tenant(tenant or None)
+        params.check_port(port)
+        params.check_tenant(tenant or None)
         if not cgroup or host_wide:
-            core._rule_owner(cgroup or None, host_wide)  # raises without an owner, or with both
-        core.require_env()
-        owner = core.rule_set(port, theta_bps, om, cgroup=cgroup or None, host_wide=host_wide,
+            rules.rule_owner(cgroup or None, host_wide)  # raises without an owner, or with both
+        env.require_env()
+        owner = rules.rule_set(port, theta_bps, om, cgroup=cgroup or None, host_wide=host_wide,
                               tenant=tenant or None)  # fmt: skip
         if host_wide:
             print(
@@ -151,8 +156,8 @@ def flow_set_cmd(
         raise UserError("--fd is required with --pid")
     limits.check_int(pid, "--pid", 1, 2**22)
     limits.check_int(fd, "--fd", 0, 2**31 - 1)
-    core.require_env()
-    core.set_flow_pid(pid, fd, theta_bps, om)
+    env.require_env()
+    sockets.set_flow_pid(pid, fd, theta_bps, om)
     print(f"pid {pid} fd {fd}: theta {format_rate(theta_bps)} omega {om:g}")
 
 
@@ -163,10 +168,11 @@ def flow_clear_cmd(
     host_wide: bool = typer.Option(False, "--host-wide", help="the host-wide rule"),
 ) -> None:
     """Remove a flow rule."""
-    from paccp.datapath import core
+    from paccp.datapath.core import env
+    from paccp.datapath.paccp import rules
 
-    core.require_env()
-    print("cleared" if core.rule_clear(port, cgroup=cgroup or None, host_wide=host_wide) else "no such rule")
+    env.require_env()
+    print("cleared" if rules.rule_clear(port, cgroup=cgroup or None, host_wide=host_wide) else "no such rule")
 
 
 @datapath_app.command("flows")
@@ -178,12 +184,13 @@ def flows_cmd(
     ended: bool = typer.Option(False, help="also list ended (metered) flows"),
 ) -> None:
     """Live paccp flows: cgroup, theta, omega, cwnd, Wmin, srtt, bytes acked, rate."""
-    from paccp.datapath import core
+    from paccp.datapath.core import env
+    from paccp.datapath.paccp import metering
 
-    core.require_env()
+    env.require_env()
     if sample < 0:
         raise UserError("--sample must be >= 0")
-    rows = core.flows_table(sample_s=sample, include_ended=ended)
+    rows = metering.flows_table(sample_s=sample, include_ended=ended)
     if as_json:
         _print_json(rows)
         return
@@ -220,12 +227,13 @@ def usage_cmd(
 
     Each names the tenant and VM of the flow's socket cgroup; flows outside any VM: tenant "(host)"."""
     from paccp.common.usage import write_usage
-    from paccp.datapath import core
+    from paccp.datapath.core import env
+    from paccp.datapath.paccp import metering
 
     if not tenant:
         raise UserError("--tenant must not be empty")
-    core.require_env()
-    n = write_usage(core.usage_records(tenant, include_open=include_open), out)
+    env.require_env()
+    n = write_usage(metering.usage_records(tenant, include_open=include_open), out)
     print(f"{n} usage records -> {out}")
 
 
@@ -237,7 +245,7 @@ def export_cmd(
     once: bool = typer.Option(False, help="print the metrics once (text format) and exit"),
 ) -> None:
     """Prometheus exporter: per-VM and per-CoS bytes and rates from the metering maps."""
-    from paccp.datapath import exporter
+    from paccp.datapath.paccp import exporter
 
     if not 1 <= port <= 65535:
         raise UserError(f"--port must be in 1..65535, got {port}")
@@ -266,7 +274,8 @@ def fig7_cmd(
     """
     import sys
 
-    from paccp.datapath import drive, testbed
+    from paccp.datapath.core import drive
+    from paccp.datapath.paccp import fig7
 
     dur = limits.check_duration(duration, "--duration") / 1e9
     auto = rate.strip().lower() == "auto"
@@ -274,7 +283,7 @@ def fig7_cmd(
         drive.first_auto_rate() if auto else limits.check_rate(rate, "--rate", positive=True)
     )
     while rate_bps is not None:
-        summary = testbed.run_fig7(rate_bps, dur, out, simulate=simulate, gso=gso)
+        summary = fig7.run_fig7(rate_bps, dur, out, simulate=simulate, gso=gso)
         if summary["driven"]:
             break
         print(f"paccp: {summary['not_driven_because']}", file=sys.stderr)
@@ -302,7 +311,7 @@ def dumbbell_cmd(
     gso: bool = typer.Option(False, help="keep veth GSO on"),
 ) -> None:
     """A dumbbell: one sender VM (cgroup) per flow, one shaped bottleneck, iperf3 per flow."""
-    from paccp.datapath import testbed
+    from paccp.datapath.paccp import testbed
 
     specs = testbed.parse_flow_specs(flows)
     rate_bps = limits.check_rate(rate, "--rate", positive=True)
@@ -321,7 +330,7 @@ def bench_datapath_cmd(
     repeats: int = typer.Option(3, help="runs per CC (alternating); medians and best-of are reported"),
 ) -> None:
     """paccp (BE) vs the kernel's reno: one bulk iperf3 flow over veth, throughput and CPU per GB."""
-    from paccp.datapath import bench
+    from paccp.datapath.paccp import bench
     from paccp.units import parse_duration_ns
 
     if not 1 <= repeats <= 20:
@@ -335,7 +344,8 @@ def bench_datapath_cmd(
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     """Add ``datapath`` and ``testbed`` to the root app and ``datapath`` to ``bench``."""
-    from paccp.datapath import mptcp_cli, softbw_cli
+    from paccp.datapath.mptcp import cli as mptcp_cli
+    from paccp.datapath.softbw import cli as softbw_cli
 
     mptcp_cli.register(datapath_app, testbed_app)
     softbw_cli.register(datapath_app, testbed_app)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath.testbed import ACK_DELAY_NS
+from paccp.datapath.core.netns import ACK_DELAY_NS
 from paccp.experiments import Experiment, ExperimentOptions, register
 from paccp.experiments import mptcp_checks as mc
 from paccp.experiments.mptcp_measure import (
@@ -60,7 +60,7 @@ CLOS_QUICK = mr.Scaling(jobs=25, size_scale=1e-3, time_scale=1e-3, max_tasks=8)
 QUEUE_MODELS = {"drop_tail": "drop-tail", "red": "RED (Cisco WRED defaults)"}
 # The hosts' receive processing: every ACK leaves after an exponentially distributed delay (engine
 # ``transport.ack_delay``) with the mean tcpdump measured at Linux receivers on the project's testbed
-# (``paccp.datapath.testbed.ACK_DELAY_NS``, 30 us; the kernel twins use the same). The paper's testbed is
+# (``paccp.datapath.core.netns.ACK_DELAY_NS``, 30 us; the kernel twins use the same). The paper's testbed is
 # Linux hosts with 1 Gb/s NICs, whose timing has at least this noise; without it the deterministic engine
 # locks drop-tail queues into phase patterns (Floyd and Jacobson's phase effects) that decide who loses
 # at an overflow (README, "mptcp-fair with the policy").

@@ -37,13 +37,13 @@ def sens_spec(
 ) -> dict[str, Any]:
     """The policy run of ``mptcp-fair`` with every link's delay set, and the transport replaced by
     ``{ack_delay}`` (None: the engine's default, no delay) or, with ``linux``, by the kernel twins' whole
-    transport (``paccp.datapath.testbed.SIM_TRANSPORT``)."""
+    transport (``paccp.datapath.paccp.fig7.SIM_TRANSPORT``)."""
     spec = mb.fair_scenario(n_c, policy=True, seed=seed, switch_queue=queue)
     spec["run"].update({"duration": f"{seconds:g}s", "warmup": f"{seconds / 10:g}s"})
     for link in spec["topology"]["links"]:
         link["delay"] = link_delay
     if linux:
-        from paccp.datapath.testbed import SIM_TRANSPORT
+        from paccp.datapath.paccp.fig7 import SIM_TRANSPORT
 
         spec["transport"] = dict(SIM_TRANSPORT)
     else:

@@ -3,7 +3,7 @@
 
 Public names: :func:`create_app` (the controller's FastAPI app), :class:`Agent`, the :class:`Applier`
 interface and its two implementations, :class:`FakeApplier` (tests, hosts without BPF) and
-:class:`DatapathApplier` (the BPF datapath through :mod:`paccp.datapath.core`). Operator guide:
+:class:`DatapathApplier` (the BPF datapath through :mod:`paccp.datapath.paccp`). Operator guide:
 ``docs/service.md``.
 """
 

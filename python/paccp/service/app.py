@@ -12,7 +12,7 @@ as SHA-256 digests and never logged):
 
 Every rule lives in one place: prices come from :func:`paccp.pricing.quote.quote` on the tenant's book
 snapshot in the ledger, pairs are checked by :func:`paccp.common.cos.purchase_error` (through the quote)
-and by the datapath's own :func:`paccp.datapath.core.check_pair`, usage goes through
+and by the datapath's own :func:`paccp.datapath.paccp.params.check_pair`, usage goes through
 :meth:`paccp.pricing.ledger.Ledger.ingest` (all-or-nothing, idempotent on record ids), invoices through
 :func:`paccp.pricing.charging.build_invoice`. Bad input is a 4xx with ``{"error": "one line"}``.
 """
@@ -244,7 +244,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         return bk
 
     def _price(t: Tenant, cos: str, theta: str | int, omega: Decimal) -> tuple[int, Any]:
-        from paccp.datapath.core import check_pair
+        from paccp.datapath.paccp.params import check_pair
         from paccp.pricing.quote import quote
 
         if t.model not in SOLD_MODELS:

@@ -1,6 +1,6 @@
 """Where an agent's desired state goes: the :class:`Applier` interface and its two implementations.
 
-- :class:`DatapathApplier`: the host's BPF datapath through :mod:`paccp.datapath.core`, the same calls as
+- :class:`DatapathApplier`: the host's BPF datapath through :mod:`paccp.datapath.paccp`, the same calls as
   ``paccp datapath vm set`` / ``vm clear`` / ``flow set --port --cgroup`` (a VM's pair, an FBP port rule),
   and the datapath's per-VM byte counter (``paccp_vm_state``) for metering.
 - :class:`FakeApplier`: a datapath kept in a JSON file (it survives the agent like pinned BPF maps do),
@@ -144,47 +144,49 @@ class DatapathApplier:
     """The BPF datapath (root): loads it if needed, then ``vm set`` / ``flow set`` through its Python API."""
 
     def __init__(self) -> None:
-        from paccp.datapath import core
+        from paccp.datapath.paccp import lifecycle
 
-        self.core = core
-        if not core.is_loaded():
-            core.load()
+        if not lifecycle.is_loaded():
+            lifecycle.load()
 
     def apply(self, spec: VmSpec, before: VmSpec | None) -> None:
-        core = self.core
-        if not core.is_loaded():  # unloaded behind the agent's back: load it again
-            core.load()
+        from paccp.datapath.paccp import lifecycle, rules, vms
+
+        if not lifecycle.is_loaded():  # unloaded behind the agent's back: load it again
+            lifecycle.load()
         if spec.model == "fbp":  # the VM itself is BE; each bought port has its rule
-            core.vm_set(spec.cgroup, 0, 1.0, tenant=spec.tenant)
+            vms.vm_set(spec.cgroup, 0, 1.0, tenant=spec.tenant)
         else:
-            core.vm_set(spec.cgroup, spec.theta_bps, float(spec.omega), tenant=spec.tenant)
+            vms.vm_set(spec.cgroup, spec.theta_bps, float(spec.omega), tenant=spec.tenant)
         keep = {r.port for r in spec.rules}
         for r in before.rules if before else ():
             if r.port not in keep:
-                core.rule_clear(r.port, cgroup=spec.cgroup)
+                rules.rule_clear(r.port, cgroup=spec.cgroup)
         for r in spec.rules:
-            core.rule_set(r.port, r.theta_bps, float(r.omega), cgroup=spec.cgroup, tenant=spec.tenant)
+            rules.rule_set(r.port, r.theta_bps, float(r.omega), cgroup=spec.cgroup, tenant=spec.tenant)
 
     def remove(self, spec: VmSpec) -> None:
+        from paccp.datapath.paccp import rules, vms
         from paccp.errors import UserError
 
         for r in spec.rules:
-            self.core.rule_clear(r.port, cgroup=spec.cgroup)
+            rules.rule_clear(r.port, cgroup=spec.cgroup)
         with contextlib.suppress(UserError):  # the cgroup is gone: the datapath closed the VM at removal
-            self.core.vm_clear(spec.cgroup)
+            vms.vm_clear(spec.cgroup)
 
     def _conf(self, spec: VmSpec) -> Any:
+        from paccp.datapath.core import cgroups
+        from paccp.datapath.paccp import metering
         from paccp.errors import UserError
 
-        core = self.core
         try:
-            cgid = core.resolve_cgroup(spec.cgroup).cgid
+            cgid = cgroups.resolve_cgroup(spec.cgroup).cgid
         except UserError:
             return None
-        return next((v for v in core.status_vms() if v.cgid == cgid), None)
+        return next((v for v in metering.status_vms() if v.cgid == cgid), None)
 
     def current(self, spec: VmSpec) -> tuple[int, str] | None:
-        from paccp.datapath.maps import omega_to_q20, q20_to_omega
+        from paccp.datapath.paccp.maps import omega_to_q20, q20_to_omega
 
         v = self._conf(spec)
         if v is None:

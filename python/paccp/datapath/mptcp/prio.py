@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from paccp.datapath.testbed import Net
+    from paccp.datapath.core.netns import Net
 
 HIGH, LOW, CONTROL = "1:10", "1:20", "1:30"
 QUANTUM = "15140"

@@ -16,7 +16,7 @@ softbw_app = typer.Typer(help="SoftBW at a host port: per-VM lag in BPF, unsatis
 @softbw_app.command("load")
 def load_cmd() -> None:
     """Build (first use) and pin the tc program and its maps."""
-    from paccp.datapath import softbw
+    from paccp.datapath.softbw import control as softbw
 
     print("softbw loaded" if softbw.load() else "softbw already loaded", f"(maps in {softbw.PIN_DIR})")
 
@@ -24,18 +24,20 @@ def load_cmd() -> None:
 @softbw_app.command("unload")
 def unload_cmd() -> None:
     """Remove the pins (ports that still use the program keep it until they are removed)."""
-    from paccp.datapath import core, softbw
+    from paccp.datapath.core import env
+    from paccp.datapath.softbw import control as softbw
 
-    core.require_env()
+    env.require_env()
     print("softbw unloaded" if softbw.unload() else "softbw was not loaded")
 
 
 @softbw_app.command("status")
 def status_cmd() -> None:
     """Per VM address: guarantee, classes, current lag dT and bytes steered to each class (JSON)."""
-    from paccp.datapath import core, softbw
+    from paccp.datapath.core import env
+    from paccp.datapath.softbw import control as softbw
 
-    core.require_env()
+    env.require_env()
     print(json.dumps(softbw.status(), indent=1, sort_keys=True))
 
 
@@ -47,10 +49,11 @@ def vm_cmd(
     clear: bool = typer.Option(False, help="remove the VM instead"),
 ) -> None:
     """Set a VM's guarantee B at run time (over-commitment: the sum may exceed the port)."""
-    from paccp.datapath import core, softbw
+    from paccp.datapath.core import env
+    from paccp.datapath.softbw import control as softbw
     from paccp.units import parse_rate_bps
 
-    core.require_env()
+    env.require_env()
     if clear:
         print("cleared" if softbw.vm_clear(addr) else "no such VM")
         return
@@ -65,7 +68,8 @@ def softbw_share_cmd(
     cases: str = typer.Option("1/4,1/4/8", help="flows per VM, one case per comma (2 and 3 VMs)"),
 ) -> None:
     """Slides' bandwidth allocation: 2 and 3 VMs x 0.45 of the port, different flow counts, vs best effort."""
-    from paccp.datapath import mptcp_cli, softbw_testbed
+    from paccp.datapath.core.summary import checks_table
+    from paccp.datapath.softbw import testbed as softbw_testbed
     from paccp.units import parse_duration_ns, parse_rate_bps
 
     rate_bps = parse_rate_bps(rate)
@@ -78,7 +82,7 @@ def softbw_share_cmd(
         raise UserError(f"--cases must look like 1/4,1/4/8, got {cases!r}") from None
     softbw_testbed.require_tools()
     summary = softbw_testbed.exp_share(rate_bps, dur, out, parsed)
-    mptcp_cli._checks_table(summary)
+    checks_table(summary)
     print(f"idle connect time (us): {summary['idle_connect_us']}")
     print(f"summary -> {shown_path(out / 'summary.json')}")
 
@@ -91,7 +95,9 @@ def softbw_short_cmd(
     simulate: bool = typer.Option(True, help="also run the simulator's SoftBW and FIFO on the same setup"),
 ) -> None:
     """Slides' short flows: VM 1's short flows next to two bulk VMs; SoftBW vs 50 ms rate limiter vs FIFO."""
-    from paccp.datapath import mptcp_cli, softbw_short, softbw_testbed
+    from paccp.datapath.core.summary import checks_table, sim_seconds
+    from paccp.datapath.softbw import short as softbw_short
+    from paccp.datapath.softbw import testbed as softbw_testbed
     from paccp.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
 
     rate_bps = parse_rate_bps(rate)
@@ -99,8 +105,8 @@ def softbw_short_cmd(
     if not 1_000_000 <= rate_bps <= 10_000_000_000 or dur < 1:
         raise UserError("--rate must be in 1Mbit..10Gbit and --duration at least 1s")
     softbw_testbed.require_tools()
-    s = softbw_short.exp_short(rate_bps, dur, out, parse_size_bytes(size), mptcp_cli.sim_seconds(simulate))
-    mptcp_cli._checks_table(s)
+    s = softbw_short.exp_short(rate_bps, dur, out, parse_size_bytes(size), sim_seconds(simulate))
+    checks_table(s)
     for name, r in s["runs"].items():  # the rate limiter's own under-use of the port is its result
         if name != "ratelimit" and not r["link"]["driven"]:
             print(f"paccp: {r['link']['line']}")
@@ -113,13 +119,15 @@ def softbw_overhead_cmd(
     rounds: int = typer.Option(4, help="alternating RTT measurements with and without the program"),
 ) -> None:
     """SoftBW's cost: the program's run time per packet (BPF stats) and the idle RTT with / without it."""
-    from paccp.datapath import mptcp_cli, softbw_short, softbw_testbed
+    from paccp.datapath.core.summary import checks_table
+    from paccp.datapath.softbw import short as softbw_short
+    from paccp.datapath.softbw import testbed as softbw_testbed
 
     if not 1 <= rounds <= 50:
         raise UserError("--rounds must be in 1..50")
     softbw_testbed.require_tools()
     s = softbw_short.exp_overhead(out, rounds=rounds)
-    mptcp_cli._checks_table(s)
+    checks_table(s)
     print(f"summary -> {shown_path(out / 'summary.json')}")
 
 

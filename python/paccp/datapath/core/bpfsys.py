@@ -1,7 +1,7 @@
 """A tiny ``bpf(2)`` wrapper (ctypes): open pinned maps and read/update/delete/iterate their elements.
 
 Only what the datapath needs. Keys and values are raw ``bytes`` laid out as in ``bpf/paccp.bpf.c``
-(see :mod:`paccp.datapath.maps`). Errors are raised as :class:`OSError` with the kernel's errno.
+(see :mod:`paccp.datapath.paccp.maps`). Errors are raised as :class:`OSError` with the kernel's errno.
 """
 
 from __future__ import annotations

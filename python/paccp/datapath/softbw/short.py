@@ -4,7 +4,7 @@
 bytes each, one at a time, idle between them) while VMs 2 and 3 send bulk traffic with 4 and 8 flows;
 every VM is guaranteed 0.45 of the port (over-committed 1.35x). Schemes at the port:
 
-- ``softbw``: the BPF fulfilment steering (:mod:`paccp.datapath.softbw`);
+- ``softbw``: the BPF fulfilment steering (:mod:`paccp.datapath.softbw.control`);
 - ``ratelimit``: a stand-in for the slides' rate-limiter baseline (ElasticSwitch, whose limits change
   every ~50 ms; ElasticSwitch itself is not built): one htb class per VM with rate = ceil = its limit,
   recomputed every ``UPDATE_S`` from the bytes each class sent in the previous interval: VMs that sent
@@ -34,10 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import sim_predict, softbw
-from paccp.datapath.drive import CpuMeter, judge
-from paccp.datapath.softbw_testbed import PORT, SENDER, SINK, _port_bytes
-from paccp.datapath.testbed import Net, testbed
+from paccp.datapath.core import sim_predict
+from paccp.datapath.core.drive import CpuMeter, judge
+from paccp.datapath.core.netns import Net, testbed
+from paccp.datapath.softbw import control as softbw
+from paccp.datapath.softbw.testbed import PORT, SENDER, SINK, _port_bytes
 from paccp.errors import UserError
 
 SHORT_PORT = 5501

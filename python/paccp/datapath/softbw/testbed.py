@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import softbw, testbed_usage
-from paccp.datapath.drive import CpuMeter, judge
-from paccp.datapath.testbed import Net, testbed
+from paccp.datapath.core import usage as testbed_usage
+from paccp.datapath.core.drive import CpuMeter, judge
+from paccp.datapath.core.netns import Net, testbed
+from paccp.datapath.softbw import control as softbw
 from paccp.errors import UserError
 
 PORT = 5500

@@ -1,11 +1,17 @@
-"""Binary layouts of the BPF maps (mirror of the structs in ``bpf/paccp.bpf.c``) and their codecs."""
+"""The PACCP datapath's pins and BPF maps: names, binary layouts (mirror of the structs in
+``bpf/paccp.bpf.c``), their codecs and :class:`Maps`, the pinned maps opened lazily."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
+
+from paccp.datapath.core import bpfsys
+from paccp.errors import EnvironmentUnsupported
 
 Q20 = 1 << 20
 
@@ -131,3 +137,66 @@ class SliceRec:
         i, theta, omega, kind, start = SLICE_KEY.unpack(key)
         ns, b = SLICE.unpack(raw)
         return cls(i, kind, theta, omega, start, ns, b)
+
+
+PIN_DIR = os.environ.get("PACCP_PIN_DIR", "/sys/fs/bpf/paccp")
+
+
+CC_NAME = "paccp"
+
+
+SOCKOPS_NAME = "paccp_sockops"
+
+
+MAP_NAMES = (
+    "paccp_sk_par",
+    "paccp_rules",
+    "paccp_gone",
+    "paccp_nrules",
+    "paccp_vm_cfg",
+    "paccp_vm_state",
+    "paccp_flows",
+    "paccp_slices",
+    "paccp_global",
+)
+
+
+# every pin of this version's layout: a datapath loaded by an older paccp lacks some of them
+PINS = (*MAP_NAMES, "paccp_ops", "paccp_sockops", "paccp_cc_guard", "paccp_cg_rmdir_link")
+
+
+# cgroup programs of a VM: (bpftool attach type, pinned program name)
+CGROUP_PROGS = (("sock_ops", SOCKOPS_NAME), ("setsockopt", "paccp_cc_guard"))
+
+
+class Maps:
+    """Open pinned maps lazily; use as a context manager to close the descriptors."""
+
+    def __init__(self) -> None:
+        if not Path(PIN_DIR, "paccp_ops").exists():
+            raise EnvironmentUnsupported(f"paccp is not loaded (no {PIN_DIR}); run `paccp datapath load`")
+        self._fds: dict[str, int] = {}
+
+    def fd(self, name: str) -> int:
+        if name not in self._fds:
+            try:
+                self._fds[name] = bpfsys.obj_get(str(Path(PIN_DIR, name)))
+            except PermissionError:
+                raise EnvironmentUnsupported("permission denied opening the paccp maps (root only)") from None
+            except OSError as exc:
+                raise EnvironmentUnsupported(f"cannot open map {name}: {exc.strerror}") from None
+        return self._fds[name]
+
+    def lookup(self, name: str, key: bytes, size: int) -> bytes | None:
+        return bpfsys.lookup(self.fd(name), key, size)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> Maps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -8,8 +8,8 @@ from typing import Any
 
 import typer
 
-from paccp.common import console as cons
 from paccp.common.outdir import shown_path, staged_command
+from paccp.datapath.core.summary import SIM_HELP, checks_table, sim_seconds
 from paccp.errors import UserError
 
 mptcp_app = typer.Typer(help="MPTCP BG/WC: subflow classes, (A_l/K)^2 WC congestion control, status.")
@@ -18,7 +18,7 @@ mptcp_app = typer.Typer(help="MPTCP BG/WC: subflow classes, (A_l/K)^2 WC congest
 @mptcp_app.command("load")
 def load_cmd() -> None:
     """Build (first use), register bgwc_wc / bgwc_bg and pin the maps and the sockops program."""
-    from paccp.datapath import mptcp
+    from paccp.datapath.mptcp import control as mptcp
 
     print("bgwc loaded" if mptcp.load() else "bgwc already loaded", f"(maps in {mptcp.PIN_DIR})")
 
@@ -26,18 +26,20 @@ def load_cmd() -> None:
 @mptcp_app.command("unload")
 def unload_cmd() -> None:
     """Detach from all cgroups, unregister the congestion controls, remove the pins."""
-    from paccp.datapath import core, mptcp
+    from paccp.datapath.core import env
+    from paccp.datapath.mptcp import control as mptcp
 
-    core.require_env()
+    env.require_env()
     print("bgwc unloaded" if mptcp.unload() else "bgwc was not loaded")
 
 
 @mptcp_app.command("status")
 def status_cmd() -> None:
     """What is loaded: classified addresses, VMs (A_l, K, live WC subflows), attached cgroups (JSON)."""
-    from paccp.datapath import core, mptcp
+    from paccp.datapath.core import env
+    from paccp.datapath.mptcp import control as mptcp
 
-    core.require_env()
+    env.require_env()
     print(json.dumps(mptcp.status(), indent=1, sort_keys=True))
 
 
@@ -48,9 +50,10 @@ def addr_cmd(
     clear: bool = typer.Option(False, help="remove the address instead"),
 ) -> None:
     """Classify subflows by their local address (the BG address and the WC `subflow` endpoint of a VM)."""
-    from paccp.datapath import core, mptcp
+    from paccp.datapath.core import env
+    from paccp.datapath.mptcp import control as mptcp
 
-    core.require_env()
+    env.require_env()
     if clear:
         print("cleared" if mptcp.addr_clear(addr) else "no such address")
         return
@@ -67,9 +70,10 @@ def vm_cmd(
     clear: bool = typer.Option(False, help="remove the VM instead"),
 ) -> None:
     """Set a VM's A_l and K (WC additive increase (A_l/K)^2 per RTT) and attach the sockops program."""
-    from paccp.datapath import core, mptcp
+    from paccp.datapath.core import env
+    from paccp.datapath.mptcp import control as mptcp
 
-    core.require_env()
+    env.require_env()
     if clear:
         print("cleared" if mptcp.vm_clear(cgroup) else "no such VM")
         return
@@ -77,32 +81,8 @@ def vm_cmd(
     print(f"vm {cg.rel}: A_l {level}, K {k or 'counted'}, policy {'on' if policy else 'off'}")
 
 
-def _checks_table(summary: dict[str, Any]) -> None:
-    t = cons.table("statement", "paper", "testbed", "holds", title=summary.get("experiment", ""))
-    for c in summary["checks"]:
-        cons.add_row(t, c["statement"], c["paper"], c["ours"], "yes" if c["holds"] else "NO")
-    cons.print_table(t)
-    if summary.get("compare"):
-        c = cons.table(
-            "quantity", "paper (scaled)", "testbed", "simulator", title="paper vs testbed vs simulator"
-        )
-        for row in summary["compare"]:
-            cons.add_row(c, row["quantity"], row["paper"], row["testbed"], row["simulator"])
-        cons.print_table(c)
-
-
-SIM_HELP = "also run the simulator's scheme on the same topology, rates and queues (a few seconds)"
-
-
-def sim_seconds(simulate: bool) -> float | None:
-    """Simulated seconds for the simulator column (None: no column)."""
-    from paccp.datapath import sim_predict
-
-    return sim_predict.SIM_S if simulate else None
-
-
 def _common(rate: str, duration: str) -> tuple[int, float]:
-    from paccp.datapath.mptcp_testbed import require_mptcp
+    from paccp.datapath.mptcp.testbed import require_mptcp
     from paccp.units import parse_duration_ns, parse_rate_bps
 
     rate_bps = parse_rate_bps(rate)
@@ -118,7 +98,7 @@ def _common(rate: str, duration: str) -> tuple[int, float]:
 def _report(summary: dict[str, Any], out: Path) -> None:
     import sys
 
-    _checks_table(summary)
+    checks_table(summary)
     links = (
         [summary["link"]]
         if "link" in summary
@@ -140,7 +120,7 @@ def mptcp_prio_cmd(
     out: Path = typer.Option(Path("out/mptcp-prio"), "--out", help="output directory"),
 ) -> None:
     """Is the htb priority strict? BG wanting the whole link vs a WC-only sender: WC's share."""
-    from paccp.datapath import mptcp_testbed as mt
+    from paccp.datapath.mptcp import testbed as mt
 
     r, d = _common(rate, duration)
     _report(mt.exp_prio(r, d, out), out)
@@ -154,7 +134,7 @@ def mptcp_bg_cmd(
     simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Fig. 12: four servers with guarantees 350/250/200/100 (scaled); BG holds, WC takes the spare."""
-    from paccp.datapath import mptcp_testbed as mt
+    from paccp.datapath.mptcp import testbed as mt
 
     r, d = _common(rate, duration)
     _report(mt.exp_bg(r, d, out, references=references, sim_s=sim_seconds(simulate)), out)
@@ -166,7 +146,7 @@ def mptcp_wc_cmd(
     out: Path = typer.Option(Path("out/mptcp-wc"), "--out", help="output directory"),
 ) -> None:
     """Paper Fig. 13: as mptcp-bg, S2 pauses; the others' WC takes its share, S2 regains its guarantee."""
-    from paccp.datapath import mptcp_testbed as mt
+    from paccp.datapath.mptcp import testbed as mt
 
     r, d = _common(rate, duration)
     _report(mt.exp_wc(r, d, out), out)
@@ -180,7 +160,7 @@ def mptcp_table3_cmd(
     simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Table 3: three servers; WC shares proportional to their competition levels A_l."""
-    from paccp.datapath import mptcp_testbed as mt
+    from paccp.datapath.mptcp import testbed as mt
 
     r, d = _common(rate, duration)
     try:
@@ -200,7 +180,7 @@ def mptcp_fair_cmd(
     simulate: bool = typer.Option(True, help=SIM_HELP),
 ) -> None:
     """Paper Figs 14-15: S2 idle, S1 with N_c connections vs S3, S4 with one; policy 1:1:1 vs none."""
-    from paccp.datapath import mptcp_testbed as mt
+    from paccp.datapath.mptcp import testbed as mt
 
     r, d = _common(rate, duration)
     try:

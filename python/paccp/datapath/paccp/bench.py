@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import core
-from paccp.datapath.testbed import testbed
+from paccp.datapath.paccp import lifecycle
+from paccp.datapath.paccp.testbed import testbed
 from paccp.errors import EnvironmentUnsupported
 
 
@@ -70,7 +70,7 @@ def run(duration_s: float, repeats: int = 3, gso: bool = True) -> dict[str, Any]
         "duration_s": duration_s,
         "repeats": repeats,
         "gso": gso,
-        "loaded": core.is_loaded(),
+        "loaded": lifecycle.is_loaded(),
     }
     for cc, runs in results.items():
         tp = sorted(r["throughput_bps"] for r in runs)

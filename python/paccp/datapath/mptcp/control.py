@@ -8,7 +8,7 @@ built on it (``bpf/bgwc.bpf.c``):
   BG (DSCP EF, ToS 0xb8, reno) or WC (DSCP CS1, ToS 0x20, the ``bgwc_wc`` congestion control);
 - ``bgwc_wc``: Reno whose additive increase is (A_l / K)^2 segments per RTT, A_l and K per VM (cgroup)
   from the ``bgwc_vm`` map (K = the VM's live WC subflows unless set);
-- the tc side (per-VM BG rate limit, strict priority at switch ports) is in :mod:`paccp.datapath.bgwc_net`.
+- the tc side (per-VM BG rate limit, strict priority at switch ports) is in :mod:`paccp.datapath.mptcp.prio`.
 
 Pins live in :data:`PIN_DIR` (root only). Layouts mirror the structs of ``bpf/bgwc.bpf.c``.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import bpfsys, core
+from paccp.datapath.core import bpfsys, cgroups, env
 from paccp.errors import EnvironmentUnsupported, UserError
 
 PIN_DIR = os.environ.get("PACCP_BGWC_PIN_DIR", "/sys/fs/bpf/paccp_bgwc")
@@ -50,7 +50,7 @@ def is_loaded() -> bool:
 def _stale() -> bool:
     """The pinned object is older than the built one (its map layout may differ: reload it)."""
     try:
-        return Path(core.BUILD, "bgwc.bpf.o").stat().st_mtime > Path(PIN_DIR).stat().st_mtime
+        return Path(env.BUILD, "bgwc.bpf.o").stat().st_mtime > Path(PIN_DIR).stat().st_mtime
     except OSError:
         return False
 
@@ -60,10 +60,10 @@ def load() -> bool:
 
     A loaded copy older than the built object (another version of ``bpf/bgwc.bpf.c``) is replaced.
     """
-    core.require_env()
-    with core._lock():
-        core.ensure_bpffs()
-        core.build()
+    env.require_env()
+    with env.lock():
+        env.ensure_bpffs()
+        env.build()
         if is_loaded() and not _stale():
             return False
         if _registered() or Path(PIN_DIR).exists():
@@ -74,26 +74,26 @@ def load() -> bool:
                     f"{CC_NAME} is registered but {PIN_DIR} is incomplete: "
                     "`paccp datapath mptcp unload` first"
                 )
-        core.load_pinned("bgwc.bpf.o", PIN_DIR, "bgwc")
+        env.load_pinned("bgwc.bpf.o", PIN_DIR, "bgwc")
         return True
 
 
 def _unload_locked() -> bool:
     if not Path(PIN_DIR).exists():
         return False
-    for cg, at, name in core.attached_cgroups((("sock_ops", SOCKOPS),)):
-        core.detach_cgroup_prog(cg, at, Path(PIN_DIR, name))
+    for cg, at, name in cgroups.attached_cgroups((("sock_ops", SOCKOPS),)):
+        cgroups.detach_cgroup_prog(cg, at, Path(PIN_DIR, name))
     for ops in (OPS, OPS_BG):
         if Path(PIN_DIR, ops).exists():
-            core._run([core.loader(), "unload", PIN_DIR, ops], f"unregistering {ops}")
+            env.run([env.loader(), "unload", PIN_DIR, ops], f"unregistering {ops}")
     shutil.rmtree(PIN_DIR, ignore_errors=True)
     return True
 
 
 def unload() -> bool:
     """Detach the sockops program everywhere, unregister ``bgwc_wc``, remove the pins."""
-    core.require_env()
-    with core._lock():
+    env.require_env()
+    with env.lock():
         return _unload_locked()
 
 
@@ -166,14 +166,14 @@ class VmPolicy:
     policy: bool
 
 
-def vm_set(cgroup: str, a_l: int, k: int = 0, policy: bool = True) -> core.CgroupRef:
+def vm_set(cgroup: str, a_l: int, k: int = 0, policy: bool = True) -> cgroups.CgroupRef:
     """Attach the sockops program to the VM's cgroup and set its A_l and K (K 0: count live WC subflows)."""
     if not 1 <= a_l <= 1000:
         raise UserError(f"A_l must be in 1..1000, got {a_l}")
     if not 0 <= k <= 1000:
         raise UserError(f"K must be in 0..1000 (0 = count), got {k}")
-    cg = core.resolve_cgroup(cgroup)
-    core.attach_cgroup_prog(cg.path, "sock_ops", Path(PIN_DIR, SOCKOPS))
+    cg = cgroups.resolve_cgroup(cgroup)
+    cgroups.attach_cgroup_prog(cg.path, "sock_ops", Path(PIN_DIR, SOCKOPS))
     fd = _fd("bgwc_vm")
     try:
         old = bpfsys.lookup(fd, U64.pack(cg.cgid), VM.size)
@@ -185,8 +185,8 @@ def vm_set(cgroup: str, a_l: int, k: int = 0, policy: bool = True) -> core.Cgrou
 
 
 def vm_clear(cgroup: str) -> bool:
-    cg = core.resolve_cgroup(cgroup)
-    core.detach_cgroup_prog(cg.path, "sock_ops", Path(PIN_DIR, SOCKOPS))
+    cg = cgroups.resolve_cgroup(cgroup)
+    cgroups.detach_cgroup_prog(cg.path, "sock_ops", Path(PIN_DIR, SOCKOPS))
     fd = _fd("bgwc_vm")
     try:
         return bpfsys.delete(fd, U64.pack(cg.cgid))
@@ -199,7 +199,7 @@ def status() -> dict[str, Any]:
     st: dict[str, Any] = {"loaded": is_loaded(), "registered": _registered(), "pin_dir": PIN_DIR}
     if not st["loaded"]:
         return st
-    paths = core.cgroup_paths()
+    paths = cgroups.cgroup_paths()
     fd_a, fd_v = _fd("bgwc_addr"), _fd("bgwc_vm")
     try:
         names = {v: k for k, v in CLASSES.items()}
@@ -215,7 +215,7 @@ def status() -> dict[str, Any]:
     finally:
         os.close(fd_a)
         os.close(fd_v)
-    st["sockops_cgroups"] = sorted({cg for cg, _a, _n in core.attached_cgroups((("sock_ops", SOCKOPS),))})
+    st["sockops_cgroups"] = sorted({cg for cg, _a, _n in cgroups.attached_cgroups((("sock_ops", SOCKOPS),))})
     return st
 
 
@@ -223,7 +223,7 @@ def reap() -> None:
     """Drop VM entries of removed cgroups (testbed cleanup)."""
     if not is_loaded():
         return
-    live = core.live_cgroups()
+    live = cgroups.live_cgroups()
     fd = _fd("bgwc_vm")
     try:
         for k, _v in bpfsys.items(fd, 8, VM.size):

@@ -4,7 +4,7 @@ Every server S_i is a namespace and a cgroup (its VM) with two addresses on one 
 address, the connection's first subflow) and 10.72.i.2 (a ``subflow`` MPTCP endpoint: the in-kernel path
 manager opens the WC subflow from it). ``bpf/bgwc.bpf.c`` marks each subflow by its source address and
 gives WC subflows the (A_l/K)^2 congestion control. S_i's egress limits BG to its guarantee (htb); every
-switch egress (sw1 -> sw2, sw2 -> R_i) serves BG strictly before WC (:mod:`paccp.datapath.prio`). The
+switch egress (sw1 -> sw2, sw2 -> R_i) serves BG strictly before WC (:mod:`paccp.datapath.mptcp.prio`). The
 senders are MPTCP sockets (``IPPROTO_MPTCP``) writing as fast as they can; throughput per class is read from
 the htb class counters of each server's egress over the measured window (bytes sent, retransmissions
 included).
@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import mptcp, prio, sim_predict, testbed_usage
-from paccp.datapath.drive import CpuMeter, judge
-from paccp.datapath.testbed import Net, testbed
+from paccp.datapath.core import sim_predict
+from paccp.datapath.core import usage as testbed_usage
+from paccp.datapath.core.drive import CpuMeter, judge
+from paccp.datapath.core.netns import Net, testbed
+from paccp.datapath.mptcp import control as mptcp
+from paccp.datapath.mptcp import prio
 from paccp.errors import EnvironmentUnsupported, UserError
 
 PORT = 5400
@@ -370,7 +373,7 @@ def _cmp(quantity: str, paper: Any, testbed_v: Any, sim: Any) -> dict[str, str]:
 
 
 def usage(experiment: str, run: str, servers: list[Server], res: Result) -> list[Any]:
-    """The window's usage records (BG and WC per server), :mod:`paccp.datapath.testbed_usage`."""
+    """The window's usage records (BG and WC per server), :mod:`paccp.datapath.core.usage`."""
     if res.window is None:
         return []
     g = {s.name: s.guarantee_bps for s in servers}

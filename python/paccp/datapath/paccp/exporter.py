@@ -10,8 +10,9 @@ Metrics (scraped from ``http://127.0.0.1:PORT/metrics`` by default):
 - ``paccp_flows_active``: live paccp flows
 
 A VM's series exist while its metering state does: they stop when the VM is cleared (``vm clear``) or its
-cgroup is removed (the BPF cgroup_rmdir program drops the state; :func:`core.reap` at every scan is the
-fallback). The per-CoS counters then lose that VM's bytes (a counter reset to Prometheus).
+cgroup is removed (the BPF cgroup_rmdir program drops the state; :func:`~paccp.datapath.paccp.vms.reap`
+at every scan is the fallback). The per-CoS counters then lose that VM's bytes (a counter reset to
+Prometheus).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from paccp.common.cos import classify
-from paccp.datapath import core
-from paccp.datapath.maps import q20_to_omega
+from paccp.datapath.core import cgroups, env
+from paccp.datapath.paccp import maps, metering
+from paccp.datapath.paccp.maps import q20_to_omega
+from paccp.datapath.paccp.vms import reap
 
 
 def _cos(theta: int, omega: Decimal | float) -> str:
@@ -46,26 +49,26 @@ class Sampler:
         self._lock = threading.Lock()
 
     def sample(self) -> None:
-        paths = core.cgroup_paths()
-        known = core.known_cgroups()
-        with core.Maps() as m:
-            core.reap(m)
-            vms = {v.cgid: v for v in core.list_vms(m)}
-            states = core.list_vm_states(m)
-            flows = core.list_flows(m)
+        paths = cgroups.cgroup_paths()
+        known = cgroups.known_cgroups()
+        with maps.Maps() as m:
+            reap(m)
+            vms = {v.cgid: v for v in metering.list_vms(m)}
+            states = metering.list_vm_states(m)
+            flows = metering.list_flows(m)
         vm_bytes: dict[tuple[str, str, str], int] = {}
         cos_bytes: dict[str, int] = {"be": 0, "ds": 0, "mrg": 0}
         for st in states:
             v = vms.get(st.cgid)
             cos = _cos(v.theta_bps, v.omega) if v else "be"
-            who = core.attribute(st.cgid, st.cgid, paths, known, "-")
+            who = metering.attribute(st.cgid, st.cgid, paths, known, "-")
             key = (who.vm, who.tenant, cos)
             vm_bytes[key] = vm_bytes.get(key, 0) + st.bytes_acked
             cos_bytes[cos] += st.bytes_acked
         for f in flows:
             if f.vmid == 0 and f.omega_q20:
                 cos = _cos(f.theta_bps, q20_to_omega(f.omega_q20))
-                key = ("outside-vm", core.HOST_TENANT, cos)
+                key = ("outside-vm", metering.HOST_TENANT, cos)
                 vm_bytes[key] = vm_bytes.get(key, 0) + f.bytes_acked
                 cos_bytes[cos] += f.bytes_acked
         now = time.monotonic()
@@ -120,7 +123,7 @@ def run(port: int, addr: str = "127.0.0.1", interval: float = 2.0, once: bool = 
     """Serve metrics (sampling every ``interval`` s) until interrupted; ``once``: print them and exit."""
     from prometheus_client import generate_latest, start_http_server
 
-    core.require_env()
+    env.require_env()
     sampler = Sampler()
     sampler.sample()
     reg = registry(sampler)

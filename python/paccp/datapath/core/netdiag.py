@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from paccp.datapath.testbed import Net
+    from paccp.datapath.core.netns import Net
 
 NSTAT_KEYS = (
     "TcpRetransSegs", "TcpExtTCPLostRetransmit", "TcpExtTCPTimeouts", "TcpExtTCPSackRecovery",

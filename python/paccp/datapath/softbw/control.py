@@ -17,7 +17,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from paccp.datapath import bpfsys, core
+from paccp.datapath.core import bpfsys, env
 from paccp.errors import EnvironmentUnsupported, UserError
 
 PIN_DIR = os.environ.get("PACCP_SOFTBW_PIN_DIR", "/sys/fs/bpf/paccp_softbw")
@@ -34,18 +34,18 @@ def is_loaded() -> bool:
 
 def load() -> bool:
     """Build if needed and pin the tc program and its maps (False: already loaded)."""
-    core.require_env()
-    with core._lock():
-        core.ensure_bpffs()
+    env.require_env()
+    with env.lock():
+        env.ensure_bpffs()
         if is_loaded():
             return False
-        core.load_pinned("softbw.bpf.o", PIN_DIR, "softbw")
+        env.load_pinned("softbw.bpf.o", PIN_DIR, "softbw")
         return True
 
 
 def unload() -> bool:
     """Remove the pins (the program stays attached where a port still uses it, until the port goes)."""
-    core.require_env()
+    env.require_env()
     if not Path(PIN_DIR).exists():
         return False
     shutil.rmtree(PIN_DIR, ignore_errors=True)
@@ -128,7 +128,7 @@ def status() -> dict[str, Any]:
 
 def _nsenter(ns: str, *cmd: str) -> None:
     """Run in a network namespace without remounting /sys (so the pinned program stays reachable)."""
-    core._run(["nsenter", f"--net=/run/netns/{ns}", *cmd], " ".join(cmd[:4]))
+    env.run(["nsenter", f"--net=/run/netns/{ns}", *cmd], " ".join(cmd[:4]))
 
 
 def _htb_class(ns: str, dev: str, cls: str, rate: int, ceil: int, prio: int | None) -> None:
