@@ -20,7 +20,7 @@ import pytest
 import tomllib
 from hypothesis import given
 from hypothesis import strategies as st
-from test_hardening_props import HOSTILE
+from test_hardening_props import HOSTILE, mutated
 
 from paccp.errors import UserError
 
@@ -35,35 +35,6 @@ def _user_error_or_value(fn: Any, *args: Any, **kw: Any) -> Any:
         assert exc.message and "\n" not in exc.message.strip(), exc.message
         assert "Value error," not in exc.message, exc.message
         return exc
-
-
-def _put(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
-    """``doc[path] = value``, making missing tables; a path through a missing list item is skipped."""
-    cur: Any = doc
-    for p in path[:-1]:
-        if isinstance(p, int):
-            if not isinstance(cur, list) or p >= len(cur):
-                return
-            cur = cur[p]
-        elif isinstance(cur, dict):
-            cur = cur.setdefault(p, {})
-        else:
-            return
-    last = path[-1]
-    fits = isinstance(cur, list) and isinstance(last, int) and last < len(cur)
-    if fits or (isinstance(cur, dict) and isinstance(last, str)):
-        cur[last] = value
-
-
-def _mutated(base: dict[str, Any], paths: list[tuple[Any, ...]]) -> Any:
-    @st.composite
-    def gen(draw: st.DrawFn) -> dict[str, Any]:
-        doc = copy.deepcopy(base)
-        for _ in range(draw(st.integers(min_value=1, max_value=3))):
-            _put(doc, draw(st.sampled_from(paths)), draw(HOSTILE))
-        return doc
-
-    return gen()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -114,14 +85,14 @@ def _parse_and_map(doc: dict[str, Any]) -> None:
     to_engine(sc)
 
 
-@given(st.sampled_from(range(len(SCHEME_BASES))).flatmap(lambda i: _mutated(SCHEME_BASES[i], SCHEME_PATHS)))
+@given(st.sampled_from(range(len(SCHEME_BASES))).flatmap(lambda i: mutated(SCHEME_BASES[i], SCHEME_PATHS)))
 def test_scheme_sections(doc: dict[str, Any]) -> None:
     if not isinstance(doc.get("scheme"), dict):
         return
     _user_error_or_value(_parse_and_map, doc)
 
 
-@given(_mutated(SCHEME_BASES[1], SOFTBW_PATHS))
+@given(mutated(SCHEME_BASES[1], SOFTBW_PATHS))
 def test_softbw_section(doc: dict[str, Any]) -> None:
     _user_error_or_value(_parse_and_map, doc)
 
@@ -164,9 +135,7 @@ def _spec_and_quick(doc: dict[str, Any]) -> None:
     assert quick.cfg.window > 0
 
 
-@given(
-    st.sampled_from(range(len(COMPARE_BASES))).flatmap(lambda i: _mutated(COMPARE_BASES[i], COMPARE_PATHS))
-)
+@given(st.sampled_from(range(len(COMPARE_BASES))).flatmap(lambda i: mutated(COMPARE_BASES[i], COMPARE_PATHS)))
 def test_compare_file(doc: dict[str, Any]) -> None:
     _user_error_or_value(_spec_and_quick, doc)
 
@@ -203,7 +172,7 @@ SWEEP_PATHS: list[tuple[Any, ...]] = [
 
 @st.composite
 def sweep_docs(draw: st.DrawFn) -> dict[str, Any]:
-    doc = draw(_mutated(SWEEP_BASE, SWEEP_PATHS))
+    doc = draw(mutated(SWEEP_BASE, SWEEP_PATHS))
     if draw(st.booleans()):  # a grid value list (the hostile values are mostly scalars)
         key = draw(st.sampled_from(["cc.rcos", "flows.0.omega", "run.warmup", "load"]))
         doc["grid"][key] = draw(st.lists(HOSTILE, min_size=0, max_size=3))
