@@ -278,7 +278,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary sibling of ``path`` and rename it over ``path``."""
-    remove_stale(path.parent, path.name[:100])
+    # no remove_stale here (a directory scan per write): staged and resumable directories and the sweep
+    # cache are cleaned once when a command starts
     fd, name = tempfile.mkstemp(prefix=_prefix(path.name[:100], "tmp"), dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
