@@ -114,19 +114,40 @@ HOSTILE = st.one_of(
 )
 
 
-def _set(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+def _put(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    """``doc[path] = value``, making missing tables; a path through a missing list item is skipped."""
     cur: Any = doc
     for p in path[:-1]:
-        cur = cur.setdefault(p, {}) if isinstance(p, str) else cur[p]
-    cur[path[-1]] = value
+        if isinstance(p, int):
+            if not isinstance(cur, list) or p >= len(cur):
+                return
+            cur = cur[p]
+        elif isinstance(cur, dict):
+            cur = cur.setdefault(p, {})
+        else:
+            return
+    last = path[-1]
+    fits = isinstance(cur, list) and isinstance(last, int) and last < len(cur)
+    if fits or (isinstance(cur, dict) and isinstance(last, str)):
+        cur[last] = value
 
 
-@st.composite
-def scenarios(draw: st.DrawFn) -> dict[str, Any]:
-    doc = copy.deepcopy(BASE)
-    for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        _set(doc, draw(st.sampled_from(PATHS)), draw(HOSTILE))
-    return doc
+def mutated(base: dict[str, Any], paths: list[tuple[Any, ...]]) -> Any:
+    """Documents like ``base`` with one to three of ``paths`` set to hostile values."""
+
+    @st.composite
+    def gen(draw: st.DrawFn) -> dict[str, Any]:
+        doc = copy.deepcopy(base)
+        for _ in range(draw(st.integers(min_value=1, max_value=3))):
+            _put(doc, draw(st.sampled_from(paths)), draw(HOSTILE))
+        return doc
+
+    return gen()
+
+
+def scenarios() -> Any:
+    """A valid scenario with one to three fields replaced by hostile values."""
+    return mutated(BASE, PATHS)
 
 
 def _ints_and_floats(o: Any) -> list[Any]:

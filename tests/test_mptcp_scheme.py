@@ -67,7 +67,7 @@ def test_bad_parameters_are_one_line_errors() -> None:
 
     s = _base()
     s["scheme"]["competition_levels"] = {"vm1": 0}
-    assert _err(s) == "scenario: scheme.competition_levels.vm1: A_l must be >= 1, got 0"
+    assert _err(s) == "scenario: scheme.competition_levels.vm1: A_l must be in 1..1000000, got 0"
 
     s = _base()
     s["scheme"]["competition_levels"] = {"nope": 2}

@@ -22,7 +22,7 @@ import typer
 from paccp.compare import cli as compare_cli
 from paccp.crosscheck import cli as crosscheck_cli
 from paccp.datapath import cli as datapath_cli
-from paccp.errors import UserError
+from paccp.errors import UserError, validation_error
 from paccp.sim import benchcli, workcli
 from paccp.sim import cli as simcli
 
@@ -99,9 +99,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"paccp: error: {_one_line(exc.message)}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except pydantic.ValidationError as exc:  # safety net: areas should convert these themselves
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "input"
-        print(f"paccp: error: {loc}: {_one_line(err.get('msg', 'invalid'))}", file=sys.stderr)
+        loc, msg = validation_error(exc, "input")
+        print(f"paccp: error: {loc}: {_one_line(msg)}", file=sys.stderr)
         sys.exit(2)
     if isinstance(rv, int) and rv:  # typer.Exit(code) comes back as the code outside standalone mode
         sys.exit(rv)

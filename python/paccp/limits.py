@@ -13,6 +13,8 @@ MAX_TIME_NS = 100 * 86_400 * 10**9  # 100 days
 MAX_SIZE_BYTES = 10**15  # 1 PB: flow sizes, CDF sizes, byte buffers
 MAX_BUFFER_PACKETS = 10**9
 MAX_OMEGA = 1e6
+MAX_TRACE_SCALE = 1000.0  # size_scale / time_scale of the MapReduce trace (1 = the trace as recorded)
+MAX_RCVBUF_BETA = 1000.0  # beta of MPTCP's dynamic receive buffer (Eq. 1; the paper uses 2..4)
 MAX_COUNT = 1_000_000  # hosts, leaves, spines, nodes
 MAX_LINKS = 10_000_000
 MAX_NAME = 64  # ids, labels, tenants, node names (file names, usage record ids)
@@ -20,6 +22,7 @@ MAX_FLOWS_PER_RUN = 5_000_000  # static + expected arrival flows (about 1-2 KB o
 MAX_SAMPLE_CELLS = 20_000_000  # sampled flows x sample intervals (the engine returns them at once)
 MAX_CBR_DATAGRAMS = 200_000_000  # datagrams of a constant-rate (UDP) flow per run (one event each)
 MAX_OPTIMUM_CELLS = 50_000_000  # links x flows of an optimum problem (dense matrices)
+MAX_SWEEP_POINTS = 100_000  # points of one sweep (grid combinations x seeds x base scenarios)
 INT64_MAX = 2**63 - 1
 
 # --- datapath and testbed arguments (one place; checked before any kernel state changes) -------------

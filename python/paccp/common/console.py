@@ -99,6 +99,11 @@ def echo(*parts: object, stderr: bool = False, con: Console | None = None) -> No
     (con or console(stderr)).print(literal(" ".join(str(p) for p in parts)))
 
 
+def warn(message: str) -> None:
+    """``paccp: warning: MESSAGE`` on stderr, one line (the warning counterpart of the one-line errors)."""
+    print(f"paccp: warning: {' '.join(message.split())}", file=sys.stderr)
+
+
 def print_table(t: Table, con: Console | None = None) -> None:
     """Print a table (on stdout unless a console is given)."""
     (con or console()).print(t)

@@ -11,23 +11,30 @@
 - :func:`staged_command`: a decorator giving a command's ``out`` parameter this treatment (the testbeds);
   :func:`shown_path` prints a path inside a staged directory as where it will be;
 - :func:`write_text_atomic`: one file written to a temporary sibling and renamed over the destination.
+
+Every temporary name carries the pid of the process that made it (``.NAME.tmp-PID-XXXX``, and
+``.NAME.old-PID-XXXX`` for a replaced directory during the swap). A process killed with SIGKILL cannot
+clean up, so the next command that stages beside the same place removes what dead processes left
+(:func:`remove_stale`): their temporary directories and files are deleted, and a previous output that a
+killed swap had moved aside (``.old-``) is put back when its destination is missing.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from paccp.errors import UserError
 
-# A run directory we may replace holds one of these (what paccp run / reproduce / sweep write).
-_MARKERS = ("summary.json",)
+# A run directory we may replace holds one of these (what paccp run / reproduce / sweep / crosscheck write).
+_MARKERS = ("summary.json", "crosscheck.json")
 _NAME_MAX = 200  # bytes of a directory name: leaves room for the temporary prefix and suffix
 
 
@@ -88,7 +95,8 @@ def staged_dir(out: Path, option: str = "--out") -> Iterator[Path]:
     check_out_dir(out, option, replace=True)
     try:
         out.resolve().parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.resolve().name}.tmp-", dir=out.resolve().parent))
+        remove_stale(out.resolve().parent, out.resolve().name)
+        tmp = Path(tempfile.mkdtemp(prefix=_prefix(out.resolve().name, "tmp"), dir=out.resolve().parent))
         os.chmod(tmp, 0o777 & ~_umask())
     except OSError as exc:
         raise UserError(f"{option} {out}: cannot create it ({exc.strerror or type(exc).__name__})") from None
@@ -175,6 +183,7 @@ def resumable_dir(out: Path, option: str = "--out") -> Iterator[Path]:
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
+        remove_stale(out)  # temporary files of a killed earlier run
     except OSError as exc:
         raise UserError(f"{option} {out}: cannot create it ({exc.strerror or type(exc).__name__})") from None
     try:
@@ -185,12 +194,60 @@ def resumable_dir(out: Path, option: str = "--out") -> Iterator[Path]:
         raise
 
 
+def _prefix(name: str, kind: str) -> str:
+    """The start of a temporary name beside ``name``: ``.NAME.tmp-PID-`` (``kind`` tmp or old)."""
+    return f".{name}.{kind}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists (another user's)
+        return True
+    return True
+
+
+_STALE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>[0-9]+)-[^/]*$")
+
+
+def remove_stale(directory: Path, name: str | None = None) -> list[Path]:
+    """Remove what killed processes left in ``directory`` (of ``name`` only, when given): temporary
+    directories and files of dead pids; a moved-aside previous output (``.old-``) is renamed back when its
+    destination is missing (a kill between the two renames of a swap), else removed. Entries of live
+    processes (another command running beside us) are left alone. Returns what was removed or restored."""
+    done: list[Path] = []
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return done
+    for entry in sorted(entries, key=lambda e: e.name):
+        m = _STALE.match(entry.name)
+        if m is None or (name is not None and m["name"] != name) or _alive(int(m["pid"])):
+            continue
+        target = directory / m["name"]
+        try:
+            if m["kind"] == "old" and not target.exists():
+                entry.rename(target)
+            elif entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:
+            continue  # not ours to remove (permissions): left as it was
+        done.append(entry)
+    return done
+
+
 def _swap(tmp: Path, out: Path) -> None:
     """Move ``tmp`` to ``out``, replacing an existing directory (renames only; the old one is deleted)."""
     if not out.exists():
         tmp.rename(out)
         return
-    old = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))
+    old = tmp.with_name(tmp.name.replace(".tmp-", ".old-", 1))  # same pid: remove_stale can restore it
     out.rename(old)
     try:
         tmp.rename(out)
@@ -221,7 +278,9 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary sibling of ``path`` and rename it over ``path``."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    # no remove_stale here (a directory scan per write): staged and resumable directories and the sweep
+    # cache are cleaned once when a command starts
+    fd, name = tempfile.mkstemp(prefix=_prefix(path.name[:100], "tmp"), dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -230,3 +289,13 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
+
+
+def save_figure_atomic(fig: Any, path: Path, **kw: Any) -> None:
+    """``fig.savefig(path)`` through :func:`write_bytes_atomic` (for directories written in place, e.g. a
+    comparison's: a kill mid-write leaves the previous image, not half of one)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", **kw)
+    write_bytes_atomic(path, buf.getvalue())

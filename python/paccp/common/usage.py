@@ -37,7 +37,7 @@ from pydantic import (
 
 from paccp import limits
 from paccp.common.cos import pair_error
-from paccp.errors import UserError
+from paccp.errors import UserError, validation_error
 from paccp.limits import INT64_MAX
 
 SCHEMA_VERSION = 1
@@ -150,9 +150,7 @@ class UsageRecord(BaseModel):
 
 
 def _fmt_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ())) or "record"
-    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    loc, msg = validation_error(exc, "record")
     return f"{loc}: {msg}"
 
 

@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
+from paccp.common.outdir import save_figure_atomic
+
 Getter = Callable[[dict[str, Any], str], dict[str, Any] | None]
 
 
@@ -58,7 +60,7 @@ def _bars(
     _legend_outside(ax, handles)
     fig.tight_layout()
     if drawn:
-        fig.savefig(path, dpi=110)
+        save_figure_atomic(fig, path, dpi=110)
     else:
         path.unlink(missing_ok=True)
     plt.close(fig)
@@ -173,5 +175,5 @@ def plot_all(doc: dict[str, Any], out: Path) -> None:
         ax.set_title(f"Gaming: one of {g['vms']} VMs opens k flows, same purchase", fontsize=10)
         _legend_outside(ax)
         fig.tight_layout()
-        fig.savefig(out / "gaming.png", dpi=110)
+        save_figure_atomic(fig, out / "gaming.png", dpi=110)
         plt.close(fig)

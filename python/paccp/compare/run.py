@@ -14,15 +14,18 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paccp.compare.measure import MEASURE_VERSION, evaluate, gaming_rates, score_run
-from paccp.compare.schemes import SCHEMES, Scheme
+from paccp.compare.schemes import SCHEMES, Scheme, VmUse
 from paccp.compare.setup import Setup, build_setup, gaming_setup
 from paccp.compare.spec import Spec, book_path, load_spec
 from paccp.errors import UserError
 from paccp.sim.metrics import mean_ci
 from paccp.sim.sweep import Point, resolve, run_points
+
+if TYPE_CHECKING:
+    from paccp.pricing.book import PriceBook
 
 
 @dataclass
@@ -83,6 +86,26 @@ def plan(spec: Spec, schemes: list[Scheme]) -> tuple[list[Job], dict[str, dict[s
     return jobs, not_run
 
 
+def check_prices(spec: Spec, jobs: list[Job], book: PriceBook) -> None:
+    """Price every (scheme, purchase) of the plan once at zero use, before any run: a purchase the book
+    refuses (e.g. a SoftBW guarantee at or above the book's capacity C) is an error naming the purchase,
+    not a failure in the aggregation after all the runs (which left a partial directory)."""
+    seen: set[tuple[str, str]] = set()
+    for j in jobs:
+        for vm in j.setup.vms:
+            key = (j.scheme.name, vm.purchase.name)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                j.scheme.price(book, vm, VmUse(0.0, 1.0, 0.0, 1.0))
+            except UserError as exc:
+                raise UserError(
+                    f"{spec.path}: compare.purchases: {vm.purchase.name!r} (scheme {j.scheme.name}, price "
+                    f"book {book.name!r}): {exc.message}"
+                ) from None
+
+
 def run_compare(
     scenario: Path,
     schemes: list[Scheme],
@@ -107,6 +130,7 @@ def run_compare(
     check_out_dir(out)
     t0 = time.perf_counter()
     jobs, not_run = plan(spec, schemes)
+    check_prices(spec, jobs, book)  # a purchase the book cannot price fails here, not after every run
     with resumable_dir(out):
         raws = run_points(
             [j.sweep_point for j in jobs],

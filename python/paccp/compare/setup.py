@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
 from paccp.compare.spec import GamingCfg, PointCfg, Purchase, Spec
-from paccp.errors import UserError
+from paccp.errors import UserError, validation_error
 from paccp.scenario import Explicit, Topology, hosts
 
 
@@ -48,9 +48,8 @@ def _topology(base: dict[str, Any], where: str) -> Any:
     try:
         return TypeAdapter(Topology).validate_python(base.get("topology"))
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ()))
-        raise UserError(f"{where}: topology.{loc}: {err.get('msg', 'invalid')}") from None
+        loc, msg = validation_error(exc)
+        raise UserError(f"{where}: topology.{loc}: {msg}") from None
 
 
 def pattern(purchases: list[Purchase]) -> list[Purchase]:
@@ -97,9 +96,8 @@ def build_setup(spec: Spec, point: PointCfg, seed: int) -> Setup:
         try:
             duration = RunCfg.model_validate(run).duration
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ()))
-            raise UserError(f"{where}: run.{loc}: {err.get('msg', 'invalid')}") from None
+            loc, msg = validation_error(exc)
+            raise UserError(f"{where}: run.{loc}: {msg}") from None
         return Setup(base, vms, _longlived(spec, vms, all_hosts, per_host, duration, seed))
     return _mapreduce(spec, base, vms, seed, where)
 

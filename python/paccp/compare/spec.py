@@ -61,8 +61,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from paccp.errors import UserError
-from paccp.limits import INT64_MAX
+from paccp.errors import UserError, validation_error
+from paccp.limits import INT64_MAX, MAX_TRACE_SCALE
 from paccp.scenario import Duration, Name, Rate, read_toml_file
 from paccp.scenario.fields import _M
 
@@ -100,8 +100,8 @@ class TrafficCfg(_M):
     starts: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     receivers: list[str] | None = None
     jobs: int = Field(default=100, ge=1, le=100_000)
-    size_scale: float = Field(default=1e-3, gt=0)
-    time_scale: float = Field(default=1e-3, gt=0)
+    size_scale: float = Field(default=1e-3, gt=0, le=MAX_TRACE_SCALE)
+    time_scale: float = Field(default=1e-3, gt=0, le=MAX_TRACE_SCALE)
     max_tasks: int | None = Field(default=None, ge=1)
     drain: Duration = Field(default=200_000_000, ge=0)
 
@@ -227,16 +227,19 @@ class Spec:
 
 
 def _fmt(exc: ValidationError, where: str) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()))
-    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    loc, msg = validation_error(exc)
     return f"{where}: compare.{loc}: {msg}" if loc else f"{where}: compare: {msg}"
 
 
 def load_spec(path: str | Path) -> Spec:
     """Read and validate a comparison file (UserError, one line, on any mistake)."""
     p = Path(path)
-    doc = read_toml_file(p, "comparison file")
+    return parse_spec(read_toml_file(p, "comparison file"), p)
+
+
+def parse_spec(doc: dict[str, Any], p: Path) -> Spec:
+    """Validate a comparison file's tables (``doc``, read from ``p``; pure: the property suite calls it)."""
+    doc = dict(doc)
     if "compare" not in doc or not isinstance(doc["compare"], dict):
         raise UserError(f"{p}: missing [compare] table (see paccp.compare.spec)")
     check_banned(doc, p)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from paccp import limits
+from paccp.common.outdir import check_out_dir, staged_dir
 from paccp.crosscheck import scenarios
 from paccp.crosscheck.ns3_run import NS3_RECOVERIES
 from paccp.errors import EnvironmentUnsupported, UserError
@@ -124,8 +127,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Engine vs ns-3 3.44 (and vs the Linux kernel): FCT, goodput, utilisation, drops, retransmits."""
-        from paccp.crosscheck.run import ns3_checks
-
+        check_out_dir(out, replace=True)
         names = [n for n in only.split(",") if n]
         bad = [n for n in names if n not in scenarios.NS3_SCENARIOS]
         if bad:
@@ -140,43 +142,80 @@ def register(app: typer.Typer) -> None:
         seed_list = _finite_seeds(seeds, names)
         pooled = ["finite"] if len(seed_list) > 1 else []
         overrides: dict[str, Any] = {}
+        max_ms = limits.MAX_TIME_NS / 1e6
         for key, val in (("duration_ns", duration_ms), ("warmup_ns", warmup_ms), ("min_rto_ns", min_rto_ms)):
-            if val is not None:
-                if val < 0 or (key != "warmup_ns" and val == 0):
-                    raise UserError(f"--{key[:-3].replace('_', '-')}-ms must be positive, not {val}")
-                overrides[key] = round(val * 1_000_000)
+            if val is not None:  # finite, within the limit of a time; only the warm-up may be 0
+                option = f"--{key[:-3].replace('_', '-')}-ms"
+                ms = limits.check_number(val, option, 0, max_ms, lo_open=key != "warmup_ns")
+                overrides[key] = round(ms * 1_000_000)
+        limits.check_int(kernel_duration, "--kernel-duration", 1, MAX_KERNEL_DURATION_S)
         if rack:
             overrides["engine_rack"] = True
         if ns3_recovery is not None:
             if ns3_recovery not in NS3_RECOVERIES:
                 raise UserError(f"--ns3-recovery: {ns3_recovery!r} is not one of {', '.join(NS3_RECOVERIES)}")
             overrides["ns3_recovery"] = ns3_recovery
-        out.mkdir(parents=True, exist_ok=True)
-        result: dict[str, Any] = {"ns3": {}, "kernel": {}}
         if names:
             try:
                 import ns3  # noqa: F401
             except ImportError:
                 raise UserError("the ns3 wheel is not installed: pip install 'ns3==3.44.post0'") from None
-            result["ns3"] = ns3_checks(
-                [n for n in names if n not in pooled],
-                None,
-                lambda s: typer.echo(s),
-                sacks=sacks,
-                cache=out / "ns3-cache",
-                overrides=overrides,
-            )
-        if pooled:
-            from paccp.crosscheck.seeds import run_finite_seeds
-
-            result["finite_seeds"] = run_finite_seeds(
-                seed_list, lambda s: typer.echo(s), cache=out / "ns3-cache", overrides=overrides, sacks=sacks
-            )
-        if kernel:
-            if os.geteuid() != 0:
-                result["kernel"] = {"skipped": "needs root"}
-                typer.echo("kernel side skipped: needs root")
-            else:
-                result["kernel"] = _kernel(out, kernel_duration, lambda s: typer.echo(s))
-        (out / "crosscheck.json").write_text(json.dumps(result, indent=1) + "\n")
+        with staged_dir(out) as tmp:  # built beside --out, moved into place when complete
+            _carry_cache(out / NS3_CACHE, tmp / NS3_CACHE)
+            _run(tmp, names, pooled, seed_list, sacks, overrides, kernel, kernel_duration)
         typer.echo(f"wrote {out / 'crosscheck.json'}")
+
+
+NS3_CACHE = "ns3-cache"  # ns-3 results by the hash of their spec (paccp.crosscheck.run.run_ns3)
+MAX_KERNEL_DURATION_S = 3600
+
+
+def _carry_cache(old: Path, new: Path) -> None:
+    """Link the previous run's ns-3 results into the staged directory (each file is complete: the
+    cache is reused across runs while the directory itself is replaced as a whole)."""
+    if not old.is_dir():
+        return
+    new.mkdir(parents=True, exist_ok=True)
+    for f in old.glob("*.json"):
+        try:
+            os.link(f, new / f.name)
+        except OSError:
+            shutil.copy2(f, new / f.name)
+
+
+def _run(
+    out: Path,
+    names: list[str],
+    pooled: list[str],
+    seed_list: list[int],
+    sacks: tuple[bool, ...],
+    overrides: dict[str, Any],
+    kernel: bool,
+    kernel_duration: int,
+) -> None:
+    """The crosscheck's work, writing into ``out`` (the staged directory)."""
+    from paccp.crosscheck.run import ns3_checks
+
+    result: dict[str, Any] = {"ns3": {}, "kernel": {}}
+    if names:
+        result["ns3"] = ns3_checks(
+            [n for n in names if n not in pooled],
+            None,
+            lambda s: typer.echo(s),
+            sacks=sacks,
+            cache=out / NS3_CACHE,
+            overrides=overrides,
+        )
+    if pooled:
+        from paccp.crosscheck.seeds import run_finite_seeds
+
+        result["finite_seeds"] = run_finite_seeds(
+            seed_list, lambda s: typer.echo(s), cache=out / NS3_CACHE, overrides=overrides, sacks=sacks
+        )
+    if kernel:
+        if os.geteuid() != 0:
+            result["kernel"] = {"skipped": "needs root"}
+            typer.echo("kernel side skipped: needs root")
+        else:
+            result["kernel"] = _kernel(out, kernel_duration, lambda s: typer.echo(s))
+    (out / "crosscheck.json").write_text(json.dumps(result, indent=1) + "\n")

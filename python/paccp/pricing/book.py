@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from paccp.common.usage import MAX_LINK_BPS, MAX_OMEGA
-from paccp.errors import UserError
+from paccp.errors import UserError, validation_error
 from paccp.units import parse_rate_bps
 
 Model = Literal["vbp", "fbp", "softbw"]
@@ -261,9 +261,7 @@ def parse_book(text: str, where: str = "price book") -> PriceBook:
     try:
         return PriceBook.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "book"
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        loc, msg = validation_error(exc, "book")
         raise UserError(f"{where}: {loc}: {msg}") from None
     except UserError as exc:
         raise UserError(f"{where}: {exc.message}") from None

@@ -156,6 +156,13 @@ def _check_size(sc: Scenario) -> None:
             "(use a longer sample_interval)"
         )
     sampled = {"none": 0.0, "long_lived": float(sum(1 for f in sc.flows if f.size is None)), "all": expected}
+    first = -(-sc.run.warmup // sc.run.sample_interval)  # the rates' window: whole intervals after warm-up
+    if sampled[sc.run.sample_flows] and sc.run.duration // sc.run.sample_interval <= first:
+        raise UserError(
+            f"run.warmup: no whole sample_interval ({sc.run.sample_interval / 1e6:g} ms) fits between the "
+            f"warm-up ({sc.run.warmup / 1e6:g} ms) and the end of the run ({sc.run.duration / 1e6:g} ms), "
+            "so no rate could be measured: shorten warmup or sample_interval, or run longer"
+        )
     cells = sampled[sc.run.sample_flows] * intervals * (4 if sc.run.sample_cwnd else 1)
     if cells > MAX_SAMPLE_CELLS:
         raise UserError(

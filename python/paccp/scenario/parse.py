@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from paccp.errors import UserError
+from paccp.errors import UserError, validation_error
 from paccp.scenario.checks import _semantic_checks
 from paccp.scenario.models import Scenario
 
@@ -33,8 +33,7 @@ def _fmt_validation(exc: ValidationError) -> str:
         return f"{where}: unknown key"
     if typ == "missing":
         return f"{where}: missing required field"
-    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-    return f"{where}: {msg}"
+    return f"{where}: {validation_error(exc)[1]}"
 
 
 def parse_scenario(obj: dict[str, Any], where: str = "scenario") -> Scenario:

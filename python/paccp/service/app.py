@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paccp.common.usage import UsageRecord
-from paccp.errors import UserError
+from paccp.errors import UserError, validation_error
 from paccp.pricing.book import PriceBook
 from paccp.pricing.ledger import Ledger, Tenant, check_name
 from paccp.service._store import ServiceError, Store, digest, same_secret
@@ -234,10 +234,8 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_r: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = exc.errors()
-        err = errs[0] if errs else {}
-        loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "request"
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        loc, msg = validation_error(exc, "request")
+        loc = loc.removeprefix("body.").removeprefix("body") or "request"
         return JSONResponse({"error": f"{loc}: {msg}"}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

@@ -32,7 +32,6 @@ import hashlib
 import itertools
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -41,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from paccp.common.cos import from_label
 from paccp.errors import UserError
-from paccp.limits import INT64_MAX, MAX_RATE_BPS
+from paccp.limits import INT64_MAX, MAX_RATE_BPS, MAX_SWEEP_POINTS
 from paccp.sim.metrics import fct_norm_to_be, flow_stats, headline, meet_rates, with_deadlines
 from paccp.traffic.workload import ActiveShareDeadline, DeadlineRule, SizeClassDeadline
 from paccp.units import parse_rate_bps
@@ -217,9 +216,35 @@ def evaluate(point: Point) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from paccp.common.outdir import write_text_atomic
+
+    write_text_atomic(path, json.dumps(data, sort_keys=True) + "\n")
+
+
+_RESULT_KEYS = ("params", "seed", "stats", "engine")  # what every cached result has (evaluate)
+
+
+def read_cached(path: Path) -> dict[str, Any] | None:
+    """A point's cached result, or None when there is none. A cache file that cannot be a result
+    (truncated, not UTF-8, not JSON, not an object with the result's keys: e.g. a disk that filled up, an
+    edit) is a cache miss: a warning names the file and the point is computed again and its file
+    rewritten, so a damaged cache never stops a sweep nor feeds it a wrong result."""
+    from paccp.common.console import warn
+
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        why = None if isinstance(doc, dict) else f"a JSON {type(doc).__name__}, not an object"
+        if why is None:
+            missing = [k for k in _RESULT_KEYS if k not in doc]
+            why = f"no {missing[0]!r}" if missing else None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = " ".join(str(exc).split())[:120]
+    if why is not None:
+        warn(f"sweep cache {path}: unreadable ({why}); computing the point again")
+        return None
+    return dict(doc)
 
 
 EvalFn = Callable[[Point], dict[str, Any]]
@@ -245,17 +270,22 @@ def run_points(
         raise UserError(f"executor must be 'local' or 'ray', got {executor!r}")
     if workers < 1:
         raise UserError("workers must be >= 1")
+    from paccp.common.outdir import remove_stale
+
     cache = out_dir / "cache"
     cache.mkdir(parents=True, exist_ok=True)
+    remove_stale(cache)  # temporary files of a killed earlier sweep
     points = [resolve(p) for p in points]
     keys = [point_key(p) for p in points]
     results: dict[str, dict[str, Any]] = {}
     todo: list[tuple[str, Point]] = []
     for k, p in zip(keys, points, strict=True):
-        f = cache / f"{k}.json"
-        if f.is_file():
-            results[k] = {**json.loads(f.read_text(encoding="utf-8")), "cached": True}
-        elif k not in {t[0] for t in todo}:
+        if k in results or k in {t[0] for t in todo}:
+            continue  # the same point twice
+        cached = read_cached(cache / f"{k}.json")
+        if cached is not None:
+            results[k] = {**cached, "cached": True}
+        else:
             todo.append((k, p))
 
     def done(k: str, res: dict[str, Any]) -> None:
@@ -409,18 +439,33 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return read_toml_file(path)
 
 
-def expand_grid(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the grid values, as ``{name: value}`` dicts (first name varies slowest)."""
+def expand_grid(grid: Mapping[str, Sequence[Any]], times: int = 1) -> list[dict[str, Any]]:
+    """Every combination of the grid values, as ``{name: value}`` dicts (first name varies slowest).
+
+    The points (combinations x ``times``: seeds x base scenarios) are counted before anything is expanded
+    and refused beyond ``limits.MAX_SWEEP_POINTS`` with the count (10^8 points used to end in a
+    MemoryError while expanding)."""
     names = list(grid)
     for n in names:
         if not isinstance(grid[n], list) or not grid[n]:
             raise UserError(f"grid: {n!r} must be a non-empty list")
+    count = math.prod(len(grid[n]) for n in names) * times
+    if count > MAX_SWEEP_POINTS:
+        sizes = " x ".join(str(len(grid[n])) for n in names) + (f" x {times}" if times > 1 else "")
+        raise UserError(
+            f"grid: {sizes} = {count:,} points; at most {MAX_SWEEP_POINTS:,} per sweep (each point is a"
+            " run): give fewer values or split the sweep"
+        )
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(grid[n] for n in names))]
 
 
 def load_sweep(path: Path) -> tuple[str, list[Point]]:
     """Read a sweep file and return its name and points (validated and resolved)."""
-    doc = _read_toml(path)
+    return sweep_points(_read_toml(path), path)
+
+
+def sweep_points(doc: dict[str, Any], path: Path) -> tuple[str, list[Point]]:
+    """The name and points of a sweep file's tables ``doc`` (base scenarios relative to ``path``)."""
     unknown = set(doc) - {"sweep", "grid"}
     if unknown:
         raise UserError(f"{path}: unknown table(s) {sorted(unknown)} (expected [sweep] and [grid])")
@@ -448,7 +493,7 @@ def load_sweep(path: Path) -> tuple[str, list[Point]]:
         raise UserError(f"{path}: scenario must be a file name (or a list of them in [grid])")
     deadline = sw.get("deadline")
     deadline_rule(deadline)  # validate early
-    combos = expand_grid(grid) if grid else [{}]
+    combos = expand_grid(grid, times=len(seeds) * len(bases))  # [{}] without a grid
     points: list[Point] = []
     for base in bases:
         base_path = path.parent / base

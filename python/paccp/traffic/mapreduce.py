@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from paccp.errors import UserError
+from paccp.limits import MAX_TRACE_SCALE
 
 TRACE_FILE = "FB-2010_samples_24_times_1hr_0.tsv"
 BLOCK_BYTES = 64 * 2**20  # one mapper (and one reducer) per 64 MB of input
@@ -119,10 +120,9 @@ class Scaling:
     def __post_init__(self) -> None:
         if self.jobs < 1:
             raise UserError(f"mapreduce: jobs must be >= 1, got {self.jobs}")
-        if not (self.size_scale > 0 and math.isfinite(self.size_scale)):
-            raise UserError(f"mapreduce: size_scale must be > 0, got {self.size_scale}")
-        if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
-            raise UserError(f"mapreduce: time_scale must be > 0, got {self.time_scale}")
+        for name, x in (("size_scale", self.size_scale), ("time_scale", self.time_scale)):
+            if not 0 < x <= MAX_TRACE_SCALE:  # also refuses nan
+                raise UserError(f"mapreduce: {name} must be > 0 and at most {MAX_TRACE_SCALE:g}, got {x}")
         if self.max_tasks is not None and self.max_tasks < 1:
             raise UserError(f"mapreduce: max_tasks must be >= 1, got {self.max_tasks}")
 

@@ -47,8 +47,16 @@ class FlowSpec:
     omega: float
 
 
-def parse_flow_specs(text: str) -> list[FlowSpec]:
-    """Parse ``"be,ds,mrg:200Mbit:2"``: be = (0,1); ds[:omega] (default 2); mrg:THETA[:omega] (omega 1)."""
+def parse_flow_specs(text: str, option: str = "--flows") -> list[FlowSpec]:
+    """Parse ``"be,ds,mrg:200Mbit:2"``: be = (0,1); ds[:omega] (default 2); mrg:THETA[:omega] (omega 1).
+    Errors are one line naming ``option``."""
+    try:
+        return _flow_specs(text)
+    except UserError as exc:
+        raise UserError(f"{option}: {exc.message}") from None
+
+
+def _flow_specs(text: str) -> list[FlowSpec]:
     specs = []
     for raw in text.split(","):
         part = raw.strip()

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from paccp.errors import UserError
+from paccp.limits import MAX_OMEGA, MAX_RCVBUF_BETA
 from paccp.scenario.fields import _M, Duration, Rate, Size
 from paccp.units import parse_size_bytes
 
@@ -126,7 +127,7 @@ class MptcpBgwc(_M):
     competition_levels: dict[str, int] = Field(default_factory=dict)
     bg_burst: Size | None = Field(default=None, gt=0)
     receive_buffer: Annotated[int | Literal["dynamic"], BeforeValidator(_buffer)] = LINUX_TCP_RMEM_MAX
-    rcvbuf_beta: float = Field(default=3.0, ge=1.0)
+    rcvbuf_beta: float = Field(default=3.0, ge=1.0, le=MAX_RCVBUF_BETA)
     penalize: bool = True
     wc_extra_delay: Duration = 0
     wc_delay_steps: list[DelayStep] = Field(default_factory=list)
@@ -144,8 +145,17 @@ class MptcpBgwc(_M):
         for vm_id, level in self.competition_levels.items():
             if vm_id not in vm_ids:
                 raise UserError(f"scheme.competition_levels.{vm_id}: unknown VM")
-            if level < 1:
-                raise UserError(f"scheme.competition_levels.{vm_id}: A_l must be >= 1, got {level}")
+            if not 1 <= level <= MAX_OMEGA:
+                raise UserError(
+                    f"scheme.competition_levels.{vm_id}: A_l must be in 1..{MAX_OMEGA:.0f}, got {level}"
+                )
+        fair = self.fair_wc and self.variant == "ours"
+        for vm in sc.vms:  # A_l is the weight of the VM's WC subflows: within the weight limit
+            if fair and vm.id not in self.competition_levels and vm.theta // self.unit > MAX_OMEGA:
+                raise UserError(
+                    f"scheme.unit: {self.unit} bit/s makes A_l = floor(B_g / U) of VM {vm.id!r} "
+                    f"{vm.theta // self.unit:.3g}, above {MAX_OMEGA:.0f}; use a larger unit"
+                )
         if self.subflow_cc != "reno" and self.fair_wc and self.variant == "ours":
             raise UserError(
                 f"scheme.fair_wc: Eq. 7 changes Reno's increase; set fair_wc = false to use subflow_cc "
