@@ -21,6 +21,7 @@ SCENARIOS = {
     "leafspine": REPO / "scenarios" / "compare-leafspine-websearch.toml",
     "clos": REPO / "scenarios" / "compare-clos-mapreduce.toml",
     "overcommit-3class": REPO / "scenarios" / "compare-overcommit-3class.toml",
+    "generalise-4class": REPO / "scenarios" / "compare-generalise-4class.toml",
 }
 BE = Purchase(name="BE")
 DS = Purchase(name="DS", weight=2.0)

@@ -83,7 +83,7 @@ def test_one_wc_subflow_per_disjoint_path() -> None:
         [("v", "h0", 800)],
         [{"id": "f", "src": "h0", "dst": "h399", "vm": "v"}],
         {"wc_subflows": "paths"},
-        duration_s=0.01,
+        duration_s=0.02,  # one whole 10 ms sample interval after the warm-up (scenario rule run.warmup)
         seed=1,
     )
     r = _records(clos)
