@@ -7,11 +7,11 @@ import importlib.util
 import json
 import re
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import copy
 import math
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 from hypothesis import given
 from hypothesis import strategies as st
 from test_hardening_props import HOSTILE, mutated

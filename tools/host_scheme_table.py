@@ -83,7 +83,7 @@ def render(path: Path) -> list[str]:
     for point in doc["points"]:
         out += [f"Point `{point}`:", "", *point_table(doc, point), ""]
     gt = gaming_table(doc)
-    return out + (gt + [""] if gt else [])
+    return out + ([*gt, ""] if gt else [])
 
 
 def main(argv: list[str]) -> int:

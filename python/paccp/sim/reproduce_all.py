@@ -218,7 +218,7 @@ def reproduce_all(
     check_out_dir(out)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     load_start = os.getloadavg()
     t0 = time.monotonic()
     results: dict[str, _Result] = {}
@@ -264,7 +264,7 @@ def reproduce_all(
             "command": "paccp reproduce " + " ".join(names) + (" --quick" if quick else ""),
             "commit": commit,
             "started_utc": started.isoformat(timespec="seconds"),
-            "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds") if final else None,
+            "finished_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds") if final else None,
             "wall_s": round(time.monotonic() - t0, 1),
             "cpu_s": round(sum(r.cpu_s for r in results.values()), 1),
             "workers": workers,
