@@ -157,3 +157,17 @@ def test_cli_group_runs_real_jobs_and_resumes(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "2 already complete" in res.output
     bad = CliRunner().invoke(app, ["reproduce", "all", "--seed", "3", "--out", str(out)])
     assert bad.exit_code != 0
+
+
+@pytest.mark.parametrize("opt", [["--seeds", "5"], ["--loads", "0.8"], ["--drain", "3s"], ["--from-cache"]])
+def test_options_of_experiment_ids_are_refused_with_groups(
+    opt: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group would ignore the workload experiments' sizing options: refused, nothing written."""
+    from cli_run import cli, one_line_error
+
+    out = tmp_path / "o"
+    code, _, err = cli(["reproduce", "paccp", "--out", str(out), *opt], capsys)
+    line = one_line_error(code, err)
+    assert "apply to experiment ids, not to groups" in line and opt[0] in line
+    assert not out.exists()
