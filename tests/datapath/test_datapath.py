@@ -44,7 +44,9 @@ def test_load_unload_cycle(loaded: None) -> None:
 
 
 def test_ds_gets_more_than_be(loaded: None, tmp_path: Path) -> None:
-    res = testbed.run_dumbbell([FlowSpec("BE", 0, 1.0), FlowSpec("DS", 0, 2.0)], RATE, 6, tmp_path)
+    # 8 s with the first 2 s left out (as the MRG test below): over 6 s with 1 s omitted DS/BE measured 1.286
+    # once in a quiet full run (it passed alone twice right after); a longer window, the bound unchanged.
+    res = testbed.run_dumbbell([FlowSpec("BE", 0, 1.0), FlowSpec("DS", 0, 2.0)], RATE, 8, tmp_path, omit_s=2)
     be, ds = (f["measured_bps"] for f in res["flows"])
     assert ds / be > 1.3, res
     assert res["utilisation"] > 0.85, res
