@@ -160,6 +160,21 @@ def _host(net: netns.Net, n_vms: int) -> tuple[str, list[str]]:
     return port, hifs
 
 
+def test_allowed_congestion_controls_are_put_back(root: None) -> None:
+    """A guest namespace's CC is added to the machine's allowed list for the run only."""
+    before = hb.ALLOWED.read_text().strip()
+    cc = "cubic"
+    try:
+        hb.ALLOWED.write_text(" ".join(c for c in before.split() if c != cc) or "reno")
+        trimmed = hb.ALLOWED.read_text().strip()
+        with netns.testbed() as net:
+            hb.allow_cc(net, cc)
+            assert cc in hb.ALLOWED.read_text().split()
+        assert hb.ALLOWED.read_text().strip() == trimmed
+    finally:
+        hb.ALLOWED.write_text(before)
+
+
 def test_leaf_is_chosen_by_interface_not_address(root: None) -> None:
     """A guest sending with another VM's source address still lands in its own leaf (and meter)."""
     with netns.testbed() as net:

@@ -110,7 +110,7 @@ def _guest_node(net: Net, g: Guest, k: int, host: str) -> str:
     net.add_node(g.name)
     _gi, hif = net.link(g.name, f"10.60.{k}.2/24", host, f"10.60.{k}.1/24")
     net.ip(g.name, "route", "add", "default", "via", f"10.60.{k}.1")
-    allow_cc(g.cc)
+    allow_cc(net, g.cc)
     net.exec(g.name, "sysctl", "-qw", f"net.ipv4.tcp_congestion_control={g.cc}")
     return hif
 
@@ -118,13 +118,14 @@ def _guest_node(net: Net, g: Guest, k: int, host: str) -> str:
 ALLOWED = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 
-def allow_cc(cc: str) -> None:
+def allow_cc(net: Net, cc: str) -> None:
     """A namespace may default to a CC only if the init namespace lists it as allowed (else EPERM); add
-    it to the list (additive: it only lets unprivileged sockets pick it too). A namespace stands in for a
-    guest kernel here, which would need no such thing."""
-    allowed = ALLOWED.read_text().split()
-    if cc not in allowed:
-        ALLOWED.write_text(" ".join([*allowed, cc]))
+    it to the list for the run and put the machine's list back when ``net`` is cleaned up. A namespace
+    stands in for a guest kernel here, which would need no such thing."""
+    before = ALLOWED.read_text().strip()
+    if cc not in before.split():
+        ALLOWED.write_text(f"{before} {cc}")
+        net.on_cleanup.append(lambda: ALLOWED.write_text(before))
 
 
 def _start_traffic(
