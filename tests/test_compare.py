@@ -152,6 +152,22 @@ def test_overcommit_quick_gaming_discriminates(tmp_path: Path) -> None:
     assert all(r[s]["classes"]["gold"]["fail_share"]["mean"] > 0 for s in r)
 
 
+def test_a_second_run_takes_every_run_from_the_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Resuming: the comparison's cached raw measurements are read back (not taken for damaged files)."""
+    out = tmp_path / "o"
+    args = ["compare", str(SCENARIOS["overcommit"]), "--quick", "--out", str(out), "--workers", "1"]
+    main([*args, "--schemes", "tcp"])
+    first = json.loads((out / "compare.json").read_text())
+    capsys.readouterr()
+    main([*args, "--schemes", "tcp"])
+    second = json.loads((out / "compare.json").read_text())
+    assert "unreadable" not in capsys.readouterr().err
+    assert first["runs_cached"] == 0 and second["runs_cached"] == second["runs"] > 0
+    assert second["results"] == first["results"]
+
+
 def test_leafspine_and_clos_quick(tmp_path: Path) -> None:
     for name in ("leafspine", "clos"):
         doc = _compare(tmp_path, name)

@@ -102,6 +102,16 @@ class _Net:
 Conn = tuple[str, str, str, str, float | None, float]
 
 
+def _theta_per_link(flows: list[Flow]) -> defaultdict[str, float]:
+    """Each link's sum of the guarantees of the flows crossing it, summed in flow order (one pass over
+    the routes: a shuffle window has thousands of flows, each with a demand link of its own)."""
+    tot: defaultdict[str, float] = defaultdict(float)
+    for f in flows:
+        for ln in f.route:
+            tot[ln] += f.theta_bps
+    return tot
+
+
 def window_problem(
     net: _Net, conns: list[Conn], pair: dict[str, tuple[float, float]], w_s: float
 ) -> tuple[Problem | None, dict[str, str]]:
@@ -130,19 +140,14 @@ def window_problem(
             theta = min(theta, cap)
         flows.append(Flow(cid, route, theta, wt * part))
     # rule 4: scale the guarantees of over-committed links by one factor each
-    factor: dict[str, float] = {}
-    for ln, cap in links.items():
-        tot = sum(f.theta_bps for f in flows if ln in f.route)
-        factor[ln] = min(1.0, cap / tot) if tot > 0 else 1.0
+    tot = _theta_per_link(flows)
+    factor = {ln: min(1.0, cap / tot[ln]) if tot[ln] > 0 else 1.0 for ln, cap in links.items()}
     flows = [
         Flow(f.id, f.route, f.theta_bps * min(factor[ln] for ln in f.route), f.omega) if f.theta_bps else f
         for f in flows
     ]
-    full = {
-        ln
-        for ln, cap in links.items()
-        if sum(f.theta_bps for f in flows if ln in f.route) >= cap * (1 - 1e-9)
-    }
+    tot = _theta_per_link(flows)
+    full = {ln for ln, cap in links.items() if tot[ln] >= cap * (1 - 1e-9)}
     kept = [f for f in flows if f.theta_bps > 0 or not (set(f.route) & full)]
     vm_of = {cid: vm for cid, vm, *_ in conns}
     if not kept:

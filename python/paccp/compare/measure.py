@@ -63,6 +63,10 @@ FAIL_TOLERANCE = 0.95
 UNBOUNDED = 1e15  # backlog of a long-lived connection (bytes)
 
 
+#: The keys of every result of :func:`evaluate` (a cache file without one of them is damaged).
+RAW_KEYS = ("params", "window_ns", "duration_ns", "warmup_ns", "vms", "conns", "channels")
+
+
 def evaluate(point: Point) -> dict[str, Any]:
     """Run one point and return its raw measurements (JSON-serialisable; cached by the sweep)."""
     import time

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from paccp.compare.measure import MEASURE_VERSION, evaluate, gaming_rates, score_run
+from paccp.compare.measure import MEASURE_VERSION, RAW_KEYS, evaluate, gaming_rates, score_run
 from paccp.compare.schemes import SCHEMES, Scheme, VmUse
 from paccp.compare.setup import Setup, build_setup, gaming_setup
 from paccp.compare.spec import Spec, book_path, load_spec
@@ -140,6 +140,7 @@ def run_compare(
             address=address,
             progress=progress,
             evaluate_fn=evaluate,
+            result_keys=RAW_KEYS,
         )
         doc = aggregate(spec, schemes, jobs, raws, book, not_run, quick)
         doc["wall_s"] = round(time.perf_counter() - t0, 1)

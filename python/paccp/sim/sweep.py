@@ -224,7 +224,7 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
 _RESULT_KEYS = ("params", "seed", "stats", "engine")  # what every cached result has (evaluate)
 
 
-def read_cached(path: Path) -> dict[str, Any] | None:
+def read_cached(path: Path, result_keys: Sequence[str] = _RESULT_KEYS) -> dict[str, Any] | None:
     """A point's cached result, or None when there is none. A cache file that cannot be a result
     (truncated, not UTF-8, not JSON, not an object with the result's keys: e.g. a disk that filled up, an
     edit) is a cache miss: a warning names the file and the point is computed again and its file
@@ -237,7 +237,7 @@ def read_cached(path: Path) -> dict[str, Any] | None:
         doc = json.loads(path.read_text(encoding="utf-8"))
         why = None if isinstance(doc, dict) else f"a JSON {type(doc).__name__}, not an object"
         if why is None:
-            missing = [k for k in _RESULT_KEYS if k not in doc]
+            missing = [k for k in result_keys if k not in doc]
             why = f"no {missing[0]!r}" if missing else None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = " ".join(str(exc).split())[:120]
@@ -259,8 +259,12 @@ def run_points(
     address: str | None = None,
     progress: bool = True,
     evaluate_fn: EvalFn = evaluate,
+    result_keys: Sequence[str] = _RESULT_KEYS,
 ) -> list[dict[str, Any]]:
     """Evaluate ``points`` (cached in ``out_dir/cache``) and return their results in order.
+
+    ``result_keys``: the keys every result of ``evaluate_fn`` has; a cache file without one of them is
+    damaged (:func:`read_cached`).
 
     ``executor``: ``local`` (process pool of ``workers``; ``workers=1`` runs in this process) or ``ray``
     (``ray.init(address=address)``, or a local Ray with ``workers`` CPUs when no address is given).
@@ -279,14 +283,16 @@ def run_points(
     keys = [point_key(p) for p in points]
     results: dict[str, dict[str, Any]] = {}
     todo: list[tuple[str, Point]] = []
+    queued: set[str] = set()
     for k, p in zip(keys, points, strict=True):
-        if k in results or k in {t[0] for t in todo}:
+        if k in results or k in queued:
             continue  # the same point twice
-        cached = read_cached(cache / f"{k}.json")
+        cached = read_cached(cache / f"{k}.json", result_keys)
         if cached is not None:
             results[k] = {**cached, "cached": True}
         else:
             todo.append((k, p))
+            queued.add(k)
 
     def done(k: str, res: dict[str, Any]) -> None:
         _write_atomic(cache / f"{k}.json", res)
