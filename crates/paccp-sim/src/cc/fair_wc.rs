@@ -5,6 +5,7 @@
 //! Reno flows. Slow start and the loss response are Reno's.
 use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Reno, Window};
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -38,9 +39,9 @@ impl Controller for FairWc {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FairWcCfg {
+pub(crate) struct FairWcCfg {
     #[allow(dead_code)]
     kind: String,
     #[serde(default = "super::default_min_cwnd")]

@@ -11,6 +11,7 @@ use super::{
     check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Reno, Window,
 };
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -71,9 +72,9 @@ impl Controller for Lia {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct LiaCfg {
+pub(crate) struct LiaCfg {
     #[allow(dead_code)]
     kind: String,
     #[serde(default = "super::default_min_cwnd")]

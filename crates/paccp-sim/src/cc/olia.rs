@@ -14,6 +14,7 @@ use super::{
     check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Reno, Window,
 };
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -126,9 +127,9 @@ impl Controller for Olia {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct OliaCfg {
+pub(crate) struct OliaCfg {
     #[allow(dead_code)]
     kind: String,
     #[serde(default = "super::default_min_cwnd")]

@@ -7,6 +7,7 @@
 //! `tests/vectors/paccp_law.json`.
 use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Window};
 use crate::error::{EngineError, Result};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -117,9 +118,9 @@ impl Controller for Paccp {
 }
 
 /// The `cc` object of PACCP.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct PaccpCfg {
+pub(crate) struct PaccpCfg {
     #[allow(dead_code)]
     kind: String,
     rcos: f64,

@@ -2,6 +2,7 @@
 //! the window (floored at `min_cwnd`). Exactly PACCP with theta = 0 and omega = 1.
 use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Window};
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -47,9 +48,9 @@ impl Controller for Reno {
 }
 
 /// The `cc` object of Reno.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RenoCfg {
+pub(crate) struct RenoCfg {
     #[allow(dead_code)]
     kind: String,
     #[serde(default = "super::default_min_cwnd")]

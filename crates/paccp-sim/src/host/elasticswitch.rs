@@ -27,6 +27,7 @@
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -38,9 +39,9 @@ const ACK_SUB: u32 = u32::MAX;
 /// Sub-queues of flows that are their own pair (not in `flow_pairs`) have this bit set.
 const OWN_PAIR: u32 = 0x8000_0000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Cfg {
+pub(crate) struct Cfg {
     #[allow(dead_code)]
     kind: String,
     /// Hose guarantee B (bit/s) per VM id; VMs not listed are not limited.
@@ -58,7 +59,7 @@ struct Cfg {
     burst_bytes: u64,
 }
 
-#[derive(Deserialize, Clone, Copy, Debug)]
+#[derive(Deserialize, JsonSchema, Clone, Copy, Debug)]
 #[serde(deny_unknown_fields)]
 struct PairCfg {
     dst: u32,

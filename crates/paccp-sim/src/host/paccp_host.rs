@@ -1,5 +1,5 @@
 //! PACCP enforced at the host (`paccp_host`): a VM's purchase (theta, omega) delivered by its host's
-//! egress stage whatever the guest's transport does (issue 25; README "PACCP enforced at the host").
+//! egress stage whatever the guest's transport does (issue 25; docs/explanation/paccp-host.md).
 //!
 //! Three parts, each with a switch (for the ablation):
 //!
@@ -56,6 +56,7 @@
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -137,7 +138,7 @@ pub fn water_fill(cap_bps: f64, vms: &[Pair]) -> Vec<f64> {
     }
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
 #[serde(deny_unknown_fields)]
 struct VmCfg {
     theta_bps: u64,
@@ -145,7 +146,7 @@ struct VmCfg {
     port_bps: u64,
 }
 
-#[derive(Deserialize, Clone, Copy, Debug)]
+#[derive(Deserialize, JsonSchema, Clone, Copy, Debug)]
 #[serde(deny_unknown_fields)]
 struct WindowCfg {
     /// Run the fabric law (false: the host-queue cap alone, ablation).
@@ -162,16 +163,16 @@ struct WindowCfg {
     idle_ns: u64,
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
 enum Alloc {
     Optimum,
     Equal,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Cfg {
+pub(crate) struct Cfg {
     #[allow(dead_code)]
     kind: String,
     /// Purchase and port rate of each VM id (VMs not listed: (0, 1)).

@@ -14,15 +14,16 @@
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 const PS_PER_S: u128 = 1_000_000_000_000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Cfg {
+pub(crate) struct Cfg {
     #[allow(dead_code)]
     kind: String,
     /// Guarantee per VM id; VMs not listed are best effort.
@@ -32,7 +33,7 @@ struct Cfg {
     max_credit_ns: u64,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 enum GuaranteeCfg {
     Strict {
