@@ -84,6 +84,34 @@ mod tests {
         assert_eq!(listed(&c, "scheduler"), names(&r.schedulers));
     }
 
+    /// Every key a scenario or a scheme takes has a doc comment (the reference page's description):
+    /// `kind` tags and one-key variants (`{"packets": N}`, described as a whole) excepted.
+    #[test]
+    fn every_key_is_documented() {
+        fn walk(v: &Value, path: &str, missing: &mut Vec<String>) {
+            match v {
+                Value::Object(o) => {
+                    if let Some(Value::Object(props)) = o.get("properties") {
+                        let whole = props.len() == 1 && o.contains_key("description");
+                        for (k, p) in props {
+                            if k != "kind" && !whole && p.get("description").is_none() {
+                                missing.push(format!("{path}.{k}"));
+                            }
+                        }
+                    }
+                    for (k, x) in o {
+                        walk(x, &format!("{path}/{k}"), missing);
+                    }
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, path, missing)),
+                _ => {}
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&contract(), "", &mut missing);
+        assert!(missing.is_empty(), "keys without a doc comment: {missing:?}");
+    }
+
     /// The input schema names every top-level key the parser accepts, with serde's defaults.
     #[test]
     fn input_schema_follows_serde() {

@@ -72,11 +72,14 @@ impl Controller for Lia {
     }
 }
 
+/// The `cc` object of LIA (RFC 6356): coupled increase over the subflows of a connection.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LiaCfg {
+    /// `"lia"`.
     #[allow(dead_code)]
     kind: String,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

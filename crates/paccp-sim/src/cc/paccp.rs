@@ -121,9 +121,12 @@ impl Controller for Paccp {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PaccpCfg {
+    /// `"paccp"`.
     #[allow(dead_code)]
     kind: String,
+    /// PACCP's rcos (> 1): the growth factor of a flow below its Wmin (SPEC section 3).
     rcos: f64,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

@@ -51,8 +51,10 @@ impl Controller for Reno {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RenoCfg {
+    /// `"reno"`.
     #[allow(dead_code)]
     kind: String,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

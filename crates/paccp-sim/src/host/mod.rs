@@ -160,6 +160,7 @@ pub fn builtin_selectors() -> Vec<(&'static str, SelectorParser)> {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RoundRobinCfg {
+    /// `"round_robin"`.
     #[allow(dead_code)]
     kind: String,
 }
