@@ -109,7 +109,10 @@ mod tests {
         }
         let mut missing = Vec::new();
         walk(&contract(), "", &mut missing);
-        assert!(missing.is_empty(), "keys without a doc comment: {missing:?}");
+        assert!(
+            missing.is_empty(),
+            "keys without a doc comment: {missing:?}"
+        );
     }
 
     /// The input schema names every top-level key the parser accepts, with serde's defaults.
