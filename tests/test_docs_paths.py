@@ -37,6 +37,7 @@ _PATH = re.compile(r"(?<![\w./~-])((?:" + "|".join(TOP) + r")/[\w./*<>{}-]*[\w*/
 _NEW_FILE = re.compile(r"[Nn]ew file\**\s+`$")
 _BARE_FILE = re.compile(r"`(\w[\w/-]*\.(?:rs|py|sh|c))`")
 _MODULE = re.compile(r"(?<![\w./-])(paccp(?:\.[A-Za-z_]\w*)+)")
+_FROM_IMPORT = re.compile(r"^\s*from (paccp[\w.]*) import ([\w, ]+(?: as \w+)?)$", flags=re.M)
 _NOT_MODULE = (".toml", ".json", ".md", ".py", ".rs", ".c", ".sh", ".service", ".bpf", ".lock", ".log")
 
 
@@ -115,11 +116,18 @@ def test_every_source_file_name_in_the_docs_is_tracked() -> None:
     assert not {k: v for k, v in bad.items() if v}, bad
 
 
+def paccp_names(text: str) -> list[str]:
+    """Dotted ``paccp.`` names in ``text``, and every name a ``from paccp... import a, b`` line imports."""
+    names = [n.rstrip(".") for n in _MODULE.findall(text)]
+    for mod, imported in _FROM_IMPORT.findall(text):
+        names += [f"{mod}.{n.split(' as ')[0].strip()}" for n in imported.split(",") if n.strip()]
+    return names
+
+
 def test_every_paccp_module_in_the_docs_resolves() -> None:
     bad: dict[str, set[str]] = {}
     for page in hand_written_pages():
-        for name in _MODULE.findall(page.read_text()):
-            name = name.rstrip(".")
+        for name in paccp_names(page.read_text()):
             if not name.endswith(_NOT_MODULE) and not resolves(name):
                 bad.setdefault(page.relative_to(REPO).as_posix(), set()).add(name)
     assert not bad, bad
@@ -129,7 +137,7 @@ def test_every_docs_page_the_code_names_exists() -> None:
     bad, generated = [], generated_pages()
     for f in tracked():
         if f.startswith(("python/", "crates/", "tools/", "tests/")) and f.endswith((".py", ".rs")):
-            for page in re.findall(r"\bdocs/[\w/.-]+?\.md\b", (REPO / f).read_text()):
+            for page in re.findall(r"\bdocs/\w[\w/.-]*?\.md\b", (REPO / f).read_text()):
                 if not (REPO / page).exists() and page not in generated:
                     bad.append(f"{f}: {page}")
     assert not bad, bad
@@ -143,3 +151,5 @@ def test_the_checks_fail_on_stale_names(tmp_path: Path) -> None:
     assert missing_paths(text, root=tmp_path) == ["python/gone.py"]
     assert missing_file_names("`prr.rs` and `simcli.py`") == ["simcli.py"]
     assert resolves("paccp.sim.engine.run") and not resolves("paccp.simcli")
+    assert paccp_names("from paccp import mapreduce as mr") == ["paccp.mapreduce"]
+    assert not resolves("paccp.mapreduce") and resolves("paccp.traffic.mapreduce")
