@@ -2,7 +2,8 @@
 
 Assertions are what holds honestly at quick scale (3 leaves x 2 spines x 16 hosts, 60 ms): the optimum is
 the paper's (same per-uplink groups), DS gets clearly more than BE, normalised utility >= 0.9, MRG's mean
-rate is near theta. The paper-vs-ours comparison itself is reported, not asserted (see the README).
+rate is near theta. The paper-vs-ours comparison itself is reported, not asserted (the results pages,
+docs/results/).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The mptcp-fair sensitivity tool (README, "Host timing and the testbed's RTT"), scaled down."""
+"""The mptcp-fair sensitivity tool (docs/explanation/mptcp.md, "Host timing and the testbed's RTT"),
+scaled down."""
 
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 - ``reference/cli.md``: every ``paccp`` command from its typer definition (usage, help, arguments, options);
 - ``reference/scenario.md``: every field of a scenario TOML from the pydantic models (paccp.scenario);
-- ``reference/compare.md``: every field of a comparison file's ``[compare]`` table (paccp.compare.spec).
+- ``reference/compare.md``: every field of a comparison file's ``[compare]`` table (paccp.compare.spec);
+- ``reference/engine.md``: every key of the engine's JSON input and of each built-in scheme's parameters,
+  from the JSON Schema the engine derives from its own input types (``paccp._engine.contract_json``).
 
 Nothing here is typed by hand: a new command, option or field appears at the next ``make docs``, and
 ``tests/test_docs_site.py`` checks that every command and field has its entry. Run alone to print a page:
@@ -12,6 +14,7 @@ Nothing here is typed by hand: a new command, option or field appears at the nex
 from __future__ import annotations
 
 import inspect
+import json
 import sys
 import types
 import typing
@@ -309,7 +312,154 @@ def compare_page() -> str:
     )
 
 
-PAGES = {"cli": cli_page, "scenario": scenario_page, "compare": compare_page}
+# --- the engine contract ------------------------------------------------------------------------
+
+_FORMATS = {"uint64": "u64", "uint32": "u32", "uint16": "u16", "uint8": "u8", "double": "f64"}
+
+
+def _slug(*parts: str) -> str:
+    return "-".join(p.lower().replace("_", "-") for p in parts if p)
+
+
+def _one_line(text: str | None) -> str:
+    return " ".join((text or "").split()).replace("|", "\\|")
+
+
+class _EngineSchema:
+    """Renders one JSON Schema (the engine's, from schemars) as tables, a section per object type it
+    references; ``scope`` keeps the anchors of different roots apart."""
+
+    def __init__(self, root: dict[str, Any], scope: str, schemes: dict[str, str]) -> None:
+        self.defs: dict[str, Any] = root.get("$defs", {})
+        self.scope = scope
+        self.schemes = schemes  # key of a scheme object (``cc``, ``host``, ...) -> its category
+        self.queue: list[str] = []
+
+    def anchor(self, name: str) -> str:
+        return _slug(self.scope, name)
+
+    def type_of(self, s: Any) -> str:
+        if (
+            s is True
+            or not isinstance(s, dict)
+            or not ({"type", "$ref", "anyOf", "oneOf", "enum", "const"} & set(s))
+        ):
+            return "any JSON"
+        if "$ref" in s:
+            name = s["$ref"].rsplit("/", 1)[-1]
+            d = self.defs[name]
+            if "oneOf" in d and all("const" in v or "enum" in v for v in d["oneOf"]):
+                return self.type_of(d)
+            if "oneOf" in d and all(len(v.get("properties", {})) == 1 for v in d["oneOf"]):
+                return self.type_of(d)
+            if name not in self.queue:
+                self.queue.append(name)
+            return f"[{name}](#{self.anchor(name)})"
+        if "const" in s:
+            return f'`"{s["const"]}"`'
+        if "enum" in s:
+            return " \\| ".join(f'`"{v}"`' if isinstance(v, str) else f"`{v}`" for v in s["enum"])
+        if "anyOf" in s or "oneOf" in s:
+            alts = s.get("anyOf") or s.get("oneOf") or []
+            if all(len(v.get("properties", {})) == 1 and v.get("type") == "object" for v in alts):
+                return (
+                    " or ".join(
+                        "`{"
+                        + ", ".join(f'"{k}": {self.type_of(t)}' for k, t in v["properties"].items())
+                        + "}`"
+                        for v in alts
+                    )
+                    .replace('`"', '"')
+                    .replace('"`', '"')
+                )
+            return " or ".join(self.type_of(v) for v in alts)
+        types = s["type"] if isinstance(s["type"], list) else [s["type"]]
+        out = []
+        for t in types:
+            if t == "array" and "prefixItems" in s:
+                out.append("[" + ", ".join(self.type_of(i) for i in s["prefixItems"]) + "]")
+            elif t == "array":
+                out.append("list of " + self.type_of(s.get("items", True)))
+            elif t == "object" and isinstance(s.get("additionalProperties"), dict):
+                out.append("map of string to " + self.type_of(s["additionalProperties"]))
+            elif t in ("integer", "number"):
+                out.append(_FORMATS.get(s.get("format", ""), t))
+            else:
+                out.append({"boolean": "bool"}.get(t, t))
+        return " or ".join(out)
+
+    def table(self, obj: dict[str, Any]) -> list[str]:
+        props = obj.get("properties", {})
+        if not props:
+            return ["No parameter but `kind`.\n"]
+        required = set(obj.get("required", []))
+        rows = ["| key | type | required | default | description |", "|---|---|---|---|---|"]
+        for key, s in props.items():
+            has_default = isinstance(s, dict) and "default" in s
+            default = f"`{json.dumps(s['default'])}`" if has_default else ""
+            desc = _one_line(s.get("description") if isinstance(s, dict) else "")
+            req = "yes" if key in required else ""
+            kind = self.type_of(s)
+            if kind == "any JSON" and key in self.schemes:
+                kind = f"[{self.schemes[key]} object](#{self.schemes[key]})"
+            rows.append(f"| `{key}` | {kind} | {req} | {default} | {desc} |")
+        return [*rows, ""]
+
+    def sections(self, title: str, root: dict[str, Any], level: int = 2) -> list[str]:
+        """The root's table, then a section per type it references (breadth first)."""
+        out = [f"{'#' * level} {title} {{#{self.anchor('')}}}\n", _one_line(root.get("description")) + "\n"]
+        out += self.table(root)
+        done: set[str] = set()
+        while self.queue:
+            name = self.queue.pop(0)
+            if name in done:
+                continue
+            done.add(name)
+            d = self.defs[name]
+            out.append(f"{'#' * (level + 1)} {name} {{#{self.anchor(name)}}}\n")
+            out.append(_one_line(d.get("description")) + "\n")
+            for v in d.get("oneOf", [d]):
+                kind = v.get("properties", {}).get("kind", {}).get("const")
+                if kind is not None:
+                    out.append(f'`kind = "{kind}"`: {_one_line(v.get("description"))}\n')
+                out += self.table(v)
+        return out
+
+
+def engine_page() -> str:
+    from paccp import _engine
+
+    c = json.loads(_engine.contract_json())
+    out = [
+        "# Engine input reference\n",
+        f"Every key of the JSON scenario the engine takes (`paccp._engine.run_json`), engine {c['version']},"
+        " generated at every build from the engine's own input types (`crates/paccp-sim/src/config.rs` and"
+        " each scheme's parameters, through `paccp_sim::contract`): keys, types, whether required, serde's"
+        " defaults and the types' doc comments. Unknown keys are errors. Times are integer nanoseconds"
+        " (`*_ns`), rates integer bit/s (`*_bps`), sizes integer bytes (`*_bytes`). What the numbers mean,"
+        " the output and the engine's semantics are in [Engine contract](../engine-contract.md).\n",
+    ]
+    schemes = {f.rsplit(".", 1)[-1]: cat for cat, e in c["schemes"].items() for f in e["fields"]}
+    out += _EngineSchema(c["input"], "input", schemes).sections("Scenario", c["input"])
+    out.append("## Schemes {#schemes}\n")
+    out.append(
+        "A scheme object has a `kind`; the engine's registry (`paccp_sim::Registry`) passes it to that"
+        " kind's parser, which reads the parameters below. Another registered kind reads its own.\n"
+    )
+    for cat, entry in c["schemes"].items():
+        where = ", ".join(f"`{f}`" for f in entry["fields"])
+        kinds = ", ".join(f"[`{k}`](#{_slug(cat, k)})" for k in entry["kinds"])
+        out.append(f"### {cat} (in {where}) {{#{cat}}}\n\n`kind`: {kinds}.\n")
+        for kind, schema in entry["kinds"].items():
+            title = f"{cat} `{kind}`"
+            if schema is None:
+                out += [f"#### {title} {{#{_slug(cat, kind)}}}\n", "No parameter but `kind`.\n"]
+            else:
+                out += _EngineSchema(schema, f"{cat}-{kind}", schemes).sections(title, schema, level=4)
+    return "\n".join(out) + "\n"
+
+
+PAGES = {"cli": cli_page, "scenario": scenario_page, "compare": compare_page, "engine": engine_page}
 
 
 def _write_with_gen_files() -> None:

@@ -1,4 +1,5 @@
-"""Two-way dumbbell for SACK under ACK loss (README engine section): rate, retransmits, spurious, timeouts.
+"""Two-way dumbbell for SACK under ACK loss (docs/explanation/engine.md): rate, retransmits, spurious,
+timeouts.
 
 200 Mb/s bottleneck, 32-packet buffer, 5 us delays, 3 s, min_rto 200 ms; one BE (0, 1), one DS (0, 2)
 and one MRG (80 Mb/s, 2) flow each way. Run with `.venv/bin/python tools/sack_two_way.py` from a checkout.

@@ -14,3 +14,6 @@ def memory_latency_ns(bytes: int, loads: int) -> float:
 
 def check_transport_json(doc_json: str) -> None:
     """The engine's checks of a scenario's packet and transport sections; ValueError naming the field."""
+
+def contract_json() -> str:
+    """The engine contract: JSON Schema of a scenario and of every built-in scheme's parameters."""

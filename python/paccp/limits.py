@@ -1,4 +1,4 @@
-"""Limits of every user-supplied quantity, in one place (the README's reliability section lists them).
+"""Limits of every user-supplied quantity, in one place (docs/explanation/reliability.md lists them).
 
 Every value must fit the engine's integer types (u64 bit/s, ns and bytes; simulated time is kept in
 picoseconds internally, so times must stay far below 2^64 / 1000 ns), the places names go (file names,

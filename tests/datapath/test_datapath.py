@@ -112,7 +112,7 @@ def test_vbp_split_and_runtime_upgrade(loaded: None, tmp_path: Path) -> None:
         time.sleep(3)
         # 6 s, not 2: a 2 s window now and then catches a transient in which VM0's flows take VM1's share
         # (probe: 2 of 24 windows at 0.52 and 1.08, the others 2.0-2.9). Most such windows came with a
-        # kernel ssthresh of 0x822034e5 (a stale stack word) and cwnd 10^8 (README, datapath section;
+        # kernel ssthresh of 0x822034e5 (a stale stack word) and cwnd 10^8 (docs/howto/datapath.md;
         # bpf/paccp.bpf.c repairs it on the next ACK); one 4 s window at 1.00 had no such cwnd
         after = _flows_by_cgroup(metering.flows_table(sample_s=6.0))
         assert after["vm1"][0]["omega"] == 4.0, after

@@ -26,7 +26,8 @@ def test_four_newreno_flows_all_move_and_the_twin_shares_agree(tmp_path: Path) -
     assert all(f["edge_drops"]["data"] is not None for f in k["flows"]), [f["edge_drops"] for f in k["flows"]]
     # every kernel flow moves data, recovers the Reno way (no SACK) and the bottleneck is the constraint.
     # Per-flow shares are not asserted: over 5 s slow start's overshoot and its long NewReno recovery
-    # decide them and they move by more than the 25 % the full 20 s runs agree to (README, issue 31).
+    # decide them and they move by more than the 25 % the full 20 s runs agree to
+    # (docs/explanation/fidelity.md, issue 31).
     assert all(f["bytes"] > 500_000 for f in k["flows"]), [f["bytes"] for f in k["flows"]]
     assert all(f["nstat"]["TcpExtTCPSackRecovery"] == 0 for f in k["flows"])
     assert sum(f["nstat"]["TcpExtTCPRenoRecovery"] for f in k["flows"]) > 0

@@ -2,7 +2,7 @@
 
 The assertions check the mechanisms (strict priority, BG held near its guarantee, WC following A_l, the
 policy removing the many-connections advantage) with margins for a loaded 2-core machine; the paper's
-done-when thresholds are judged by the full-size runs (``paccp testbed mptcp-*``, README).
+done-when thresholds are judged by the full-size runs (``paccp testbed mptcp-*``, docs/howto/datapath.md).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_bg_near_guarantee_wc_takes_spare(bgwc: None, tmp_path: Path) -> None:
     s = mx.exp_bg(RATE, 4, tmp_path, references=False, sim_s=SIM)
     rows = {r["server"]: r for r in s["servers"]}
     # goodput: at most 1448/1514 = 0.956 of the wire guarantee; with the large send buffers BG is at
-    # 0.93-0.94 (README); 0.85 leaves room for a loaded machine
+    # 0.93-0.94 (docs/howto/datapath.md); 0.85 leaves room for a loaded machine
     assert all(r["bg_over_guarantee"] > 0.85 for r in rows.values()), rows
     assert all(r["bg_over_guarantee"] < 1.05 for r in rows.values()), rows  # the htb limit holds
     assert sum(r["wc_mbps"] for r in rows.values()) > 5, rows  # 10 Mb/s are spare
@@ -85,7 +85,7 @@ def test_wc_follows_competition_level(bgwc: None, tmp_path: Path) -> None:
     row = s["rows"][0]
     assert row["wc_policy"] == {f"s{i}": {"a_l": a, "k_live": 1} for i, a in ((1, 5), (2, 2), (3, 1))}, row
     # every VM's WC subflow carried data and A_l 5 takes more than A_l 1 (the 20 % proportionality of
-    # the done-when is judged by the full-size mptcp-table3 run, README)
+    # the done-when is judged by the full-size mptcp-table3 run, docs/howto/datapath.md)
     assert all(w > 0 for w in row["wc_mbps"]), s["rows"]
     assert row["wc_mbps"][0] > row["wc_mbps"][2], s["rows"]
     assert row["simulator_mbps"] is not None and set(row["simulator_mbps"]) == {"s1", "s2", "s3"}, row
@@ -95,7 +95,8 @@ def test_wc_follows_competition_level(bgwc: None, tmp_path: Path) -> None:
 def test_fair_policy_counts_wc_subflows(bgwc: None, tmp_path: Path) -> None:
     """S1 with 3 connections: the CC counts K = 3 live WC subflows for S1's VM (alpha_w = (1/3)^2), 1 for
     S3 and S4; without the policy the same VMs run alpha_w = 1. (The resulting WC shares are reported by
-    `paccp testbed mptcp-fair`; at this scale they are dominated by WC timeouts, see the README.)"""
+    `paccp testbed mptcp-fair`; at this scale they are dominated by WC timeouts, see
+    docs/howto/datapath.md.)"""
     s = mx.exp_fair(RATE, 3, tmp_path, conns=(3,), sim_s=None)
     by = {r["policy"]: r for r in s["runs"]}
     assert by[True]["subflows"]["s1"] == 6, by  # 3 connections x (BG + WC)

@@ -35,8 +35,6 @@ fn run_json(py: Python<'_>, scenario_json: &str, progress: Option<PyObject>) -> 
     }
 }
 
-/// Mean nanoseconds of a dependent load over a random cycle through `bytes` of memory
-/// (`paccp_sim::probe`): a probe of the machine, recorded next to the engine's scale figures.
 /// The engine's own checks of a scenario's packet and transport sections (`{"packet", "transport",
 /// "queues"?}` as JSON): `ValueError` naming the engine's field when one fails.
 #[pyfunction]
@@ -44,6 +42,15 @@ fn check_transport_json(doc_json: &str) -> PyResult<()> {
     paccp_sim::check_transport_json(doc_json).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// The engine contract as JSON (`paccp_sim::contract`): the JSON Schema of a scenario and of every
+/// built-in scheme's parameters; docs/reference/engine.md is generated from it.
+#[pyfunction]
+fn contract_json() -> String {
+    paccp_sim::contract::contract().to_string()
+}
+
+/// Mean nanoseconds of a dependent load over a random cycle through `bytes` of memory
+/// (`paccp_sim::probe`): a probe of the machine, recorded next to the engine's scale figures.
 #[pyfunction]
 fn memory_latency_ns(py: Python<'_>, bytes: usize, loads: u64) -> f64 {
     py.allow_threads(|| paccp_sim::probe::memory_latency_ns(bytes, loads))
@@ -58,5 +65,6 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(memory_latency_ns, m)?)?;
     m.add_function(wrap_pyfunction!(check_transport_json, m)?)?;
+    m.add_function(wrap_pyfunction!(contract_json, m)?)?;
     Ok(())
 }

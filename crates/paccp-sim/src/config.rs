@@ -1,8 +1,9 @@
 //! The engine's input, parsed from the JSON of docs/engine-contract.md (unknown keys are errors).
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// One fully resolved scenario.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Master seed of every random stream.
@@ -40,7 +41,7 @@ pub struct Scenario {
 }
 
 /// A connection: one byte stream over several subflows (fixed flows with `size_bytes` null).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConnCfg {
     /// Unique id.
@@ -66,7 +67,7 @@ pub struct ConnCfg {
 }
 
 /// One subflow of a connection.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubflowCfg {
     /// The id of its fixed flow.
@@ -80,7 +81,7 @@ pub struct SubflowCfg {
 }
 
 /// A change of a subflow's extra delay.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DelayStepCfg {
     /// When it takes effect.
@@ -92,7 +93,7 @@ pub struct DelayStepCfg {
 /// Queue disciplines of the host NIC channels and of the switch output channels: objects with a `kind`
 /// (`drop_tail`, `strict_priority`, `per_vm`, `shaper` or one registered with
 /// [`crate::Registry::register_qdisc`]), read by the discipline's parser (the built-in ones below).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueuesCfg {
     /// Every host's NIC queue (the host egress stage).
@@ -117,7 +118,7 @@ fn drop_tail() -> serde_json::Value {
 }
 
 /// FIFO drop-tail with the link's (or the NIC's) buffer (`kind = "drop_tail"`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DropTailCfg {
     /// `"drop_tail"`.
@@ -126,7 +127,7 @@ pub struct DropTailCfg {
 
 /// Strict priority (`kind = "strict_priority"`): a packet of class k goes to level min(k, N-1); level 0
 /// is served first.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StrictPriorityCfg {
     /// `"strict_priority"`.
@@ -139,7 +140,7 @@ pub struct StrictPriorityCfg {
 }
 
 /// One queue per VM (flows without a VM share one), served by a packet selector (`kind = "per_vm"`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PerVmCfg {
     /// `"per_vm"`.
@@ -151,7 +152,7 @@ pub struct PerVmCfg {
 }
 
 /// Token-bucket rate limiters per class or per VM; other traffic unshaped (`kind = "shaper"`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ShaperCfg {
     /// `"shaper"`.
@@ -169,7 +170,7 @@ pub struct ShaperCfg {
 }
 
 /// What shaper buckets are keyed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ShapeByCfg {
     /// The packet's class (the flow's `class`).
@@ -179,7 +180,7 @@ pub enum ShapeByCfg {
 }
 
 /// One token bucket.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BucketCfg {
     /// The class it shapes (with `by = "class"`).
@@ -197,7 +198,7 @@ pub struct BucketCfg {
 }
 
 /// Packet sizes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PacketCfg {
     /// Size of a full data packet on the wire.
@@ -209,7 +210,7 @@ pub struct PacketCfg {
 }
 
 /// TCP parameters.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransportCfg {
     /// Initial congestion window (segments).
@@ -266,7 +267,7 @@ pub struct TransportCfg {
 }
 
 /// The TCP three-way handshake (all fields required; the scenario schema has the defaults).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandshakeCfg {
     /// Wire size of a SYN and of a SYN-ACK (bytes).
@@ -286,7 +287,7 @@ fn one() -> f64 {
 }
 
 /// A queue limit.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum BufCfg {
     /// At most this many packets (including the one being serialised).
@@ -296,7 +297,7 @@ pub enum BufCfg {
 }
 
 /// A full-duplex link's parameters.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkCfg {
     /// Rate of each direction.
@@ -308,7 +309,7 @@ pub struct LinkCfg {
 }
 
 /// A node of an explicit topology.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeCfg {
     /// Unique name.
@@ -318,7 +319,7 @@ pub struct NodeCfg {
 }
 
 /// Kind of a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeKind {
     /// An end host (sends and receives; never forwards).
@@ -328,7 +329,7 @@ pub enum NodeKind {
 }
 
 /// A link of an explicit topology.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExplicitLinkCfg {
     /// One end.
@@ -344,7 +345,7 @@ pub struct ExplicitLinkCfg {
 }
 
 /// The network.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum TopologyCfg {
     /// Two-tier leaf-spine.
@@ -387,7 +388,7 @@ pub enum TopologyCfg {
 }
 
 /// Path selection.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RoutingCfg {
     /// Per-flow ECMP over hop-count shortest paths.
@@ -397,7 +398,7 @@ pub enum RoutingCfg {
 }
 
 /// A virtual machine with a VBP pair.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VmCfg {
     /// Unique id.
@@ -413,7 +414,7 @@ pub struct VmCfg {
 }
 
 /// A scheduled FBP change.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChangeCfg {
     /// When it takes effect.
@@ -425,7 +426,7 @@ pub struct ChangeCfg {
 }
 
 /// A fixed flow.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FlowCfg {
     /// Unique id.
@@ -476,7 +477,7 @@ pub struct FlowCfg {
 }
 
 /// Destination rule of an arrival generator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DestRule {
     /// Uniform over hosts under another leaf.
@@ -486,7 +487,7 @@ pub enum DestRule {
 }
 
 /// One class of a `mix` CoS rule.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CosClass {
     /// Label.
@@ -500,7 +501,7 @@ pub struct CosClass {
 }
 
 /// How an arriving flow gets its class.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CosRule {
     /// The VM on the source host (BE (0, 1) if none).
@@ -513,7 +514,7 @@ pub enum CosRule {
 }
 
 /// Arrival generator kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ArrivalKind {
     /// Exponential gaps.
@@ -521,7 +522,7 @@ pub enum ArrivalKind {
 }
 
 /// A generator of finite flows.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArrivalCfg {
     /// Kind (only `poisson`).
@@ -548,7 +549,7 @@ pub struct ArrivalCfg {
 }
 
 /// Which flows are sampled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SampleFlows {
     /// None.
@@ -560,7 +561,7 @@ pub enum SampleFlows {
 }
 
 /// Sampling.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SamplingCfg {
     /// Sampling period.

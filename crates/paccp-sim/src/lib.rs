@@ -6,11 +6,12 @@
 //! token-bucket shapers), [`transport`] (TCP sender, receiver, SACK recovery, delayed ACK, RTO),
 //! [`cc`] (the congestion-control trait, one file per algorithm), [`workload`] (arrivals),
 //! [`metrics`] (samples and output), [`sim`] (the event loop and the flows' life), [`topo`]
-//! (topologies and routes), [`config`] (the input).
+//! (topologies and routes), [`config`] (the input), [`contract`] (the input as JSON Schema).
 #![warn(missing_docs)]
 
 pub mod cc;
 pub mod config;
+pub mod contract;
 pub mod error;
 pub(crate) mod event;
 pub mod host;

@@ -103,7 +103,7 @@ fn mrg_flow_stays_above_theta_against_three_be_flows() {
     assert_eq!(wmin[1][10].as_f64().unwrap(), 0.0);
 }
 
-/// The cross-check's `pair` (README, cross-check section): the second flow's start costs the first a
+/// The cross-check's `pair` (docs/explanation/fidelity.md): the second flow's start costs the first a
 /// burst of losses; a segment it sends during that recovery is lost too, and the ACK ending the recovery
 /// points at it with every later segment already duplicate-ACKed, so no third duplicate ACK can come.
 /// ns-3's kept duplicate-ACK marks repair it at once (both flows 14.6 ms); forgetting them at the end of
@@ -433,7 +433,7 @@ fn explicit_topology_expresses_the_testbed() {
     let total: u64 = a.iter().sum();
     // Each spine->leaf downlink carries 3 flows at 1 Gb/s (capacity 3 x 1 Gb/s x 0.2 s in total). The
     // bound is loose: the MRG flows' 5x slow start below Wmin causes burst losses that NewReno repairs one
-    // hole per RTT (see the engine README section).
+    // hole per RTT (see docs/explanation/engine.md).
     let cap = 3.0 * 1e9 * 0.2 / 8.0 * 1460.0 / 1500.0;
     eprintln!(
         "testbed per-flow Mb/s {:?}",

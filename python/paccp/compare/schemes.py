@@ -3,7 +3,7 @@
 A purchase is stated once (:class:`paccp.compare.spec.Purchase`: a guarantee G >= 0 and a weight W >= 1).
 One mapping function per scheme turns the scheme-independent :class:`~paccp.compare.setup.Setup` into a
 scenario of :mod:`paccp.scenario`, and one pricing function prices a VM by the scheme's own price-book
-section, reusing :mod:`paccp.pricing.quote`. The rules (also in the README):
+section, reusing :mod:`paccp.pricing.quote`. The rules (also in docs/howto/compare.md):
 
 ==============  ==================================================  =========================================
 scheme          parameters from (G, W)                              price per VM-hour (book section)

@@ -2,5 +2,5 @@
 
 ``make crosscheck`` / ``paccp crosscheck``: matched scenarios (:mod:`.scenarios`), run on the engine
 (:mod:`.engine_side`), on ns-3 (:mod:`.ns3_run`, a subprocess) and on the kernel (:mod:`.kernel_side`),
-compared side by side (:mod:`.run`). How each parameter is matched is in the README section "Cross-check".
+compared side by side (:mod:`.run`). How each parameter is matched is in docs/explanation/fidelity.md.
 """

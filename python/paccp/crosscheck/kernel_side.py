@@ -5,7 +5,7 @@ bfifo of ``limit`` bytes on L's egress)-> router ``R`` -> receivers ``d<i>``; ve
 (``gso_max_segs 1``), one iperf3 flow per pair with ``-C reno``. Namespaces are named ``fx<hex>-<node>``
 and removed on exit. Counters read at the end of the warm-up and at the end: iperf3's per-flow bytes and
 retransmits, the bfifo's drops, and each sender's ``nstat`` TCP counters (delayed/quick ACKs, SACK
-recoveries, lost retransmits, RTOs) for the diagnosis in the README.
+recoveries, lost retransmits, RTOs) for the diagnosis in docs/explanation/fidelity.md.
 
 The engine's twin (:func:`engine_twin`) uses the same rate, the bfifo limit + one 1514-byte packet (the
 engine counts the packet being serialised, HTB has already released it), 1514/66-byte wire packets
@@ -166,7 +166,7 @@ def loss_events(cwnd: Any) -> int:
     return sum(1 for a, b in itertools.pairwise(cwnd) if b < a - 0.5)
 
 
-# The issue's targets for the kernel cross-check (README, cross-check section).
+# The issue's targets for the kernel cross-check (docs/explanation/fidelity.md).
 PER_FLOW_TOL = 0.10
 DROPS_TOL = 0.20
 FIG7_CLASS_TOL = 0.15

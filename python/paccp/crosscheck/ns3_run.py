@@ -122,7 +122,7 @@ void OnAck(uint32_t i, SequenceNumber32 o, SequenceNumber32 n) {
 // *before* the ACK, adds the Reno-marked segments to DeliveredData twice (once per duplicate ACK, again
 // when the cumulative ACK covers them, ns-3's delivered count includes them), stops counting duplicate
 // ACKs once prr_delivered reaches RecoverFS, and adds a segment whenever the ACK covered retransmitted
-// data; together these sent 3 segments per 2 ACKs in long recoveries (see the README).
+// data; together these sent 3 segments per 2 ACKs in long recoveries (docs/explanation/fidelity.md).
 // SACK runs keep 3.44's class (there the bytes in flight are current; its recoveries are short).
 class FxPrr : public TcpClassicRecovery {
   public:

@@ -1,6 +1,6 @@
 """Simulator-neutral scenarios of the cross-check: nodes, links, flows and TCP parameters.
 
-Matching rules (also in the README):
+Matching rules (also in docs/explanation/fidelity.md):
 
 - **Wire sizes.** Payload (MSS) 1448 bytes = a 1500-byte IP packet with TCP timestamps (20 + 20 + 12
   bytes of headers). ns-3's point-to-point links add a 2-byte PPP header, so a data packet is 1502 bytes on

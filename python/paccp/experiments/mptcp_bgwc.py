@@ -63,7 +63,7 @@ QUEUE_MODELS = {"drop_tail": "drop-tail", "red": "RED (Cisco WRED defaults)"}
 # (``paccp.datapath.core.netns.ACK_DELAY_NS``, 30 us; the kernel twins use the same). The paper's testbed is
 # Linux hosts with 1 Gb/s NICs, whose timing has at least this noise; without it the deterministic engine
 # locks drop-tail queues into phase patterns (Floyd and Jacobson's phase effects) that decide who loses
-# at an overflow (README, "mptcp-fair with the policy").
+# at an overflow (docs/explanation/mptcp.md, "mptcp-fair with the policy").
 HOST_TRANSPORT: dict[str, Any] = {"ack_delay": f"{ACK_DELAY_NS}ns"}
 FULL_S = 10.0  # simulated seconds standing for the testbed's tens of seconds
 QUICK_S = 1.0

@@ -1,14 +1,14 @@
-"""Sensitivity of ``mptcp-fair``'s policy runs to host timing and the testbed's RTT (README, "Host timing and
-the testbed's RTT"): one run of :func:`~paccp.experiments.mptcp_bgwc.fair_scenario` with the receivers' ACK
-delay, every link's delay or the whole transport changed, printed as one JSON line (S1's WC over S3's and
-S4's, and per server its WC subflows' mean window, loss rate and timeouts from a 2 s diagnosis rerun, and
-the WC subflows' srtt).
+"""Sensitivity of ``mptcp-fair``'s policy runs to host timing and the testbed's RTT
+(docs/explanation/mptcp.md, "Host timing and the testbed's RTT"): one run of
+:func:`~paccp.experiments.mptcp_bgwc.fair_scenario` with the receivers' ACK delay, every link's delay or the
+whole transport changed, printed as one JSON line (S1's WC over S3's and S4's, and per server its WC
+subflows' mean window, loss rate and timeouts from a 2 s diagnosis rerun, and the WC subflows' srtt).
 
     python -m paccp.experiments.mptcp_sens --n-c 5 --queue red --link-delay 50us --ack-delay 30us
     python -m paccp.experiments.mptcp_sens --n-c 5 --queue drop_tail --transport linux   # the kernel twins'
 
 Not an experiment of ``paccp reproduce`` (the experiment keeps :data:`~.mptcp_bgwc.HOST_TRANSPORT` and
-10 us links); a tool for the README's sensitivity table.
+10 us links); a tool for the sensitivity table of docs/explanation/mptcp.md.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class TransportCfg(_M):
     dupack_threshold: int = Field(default=3, ge=0, le=2**31 - 1)
     # Linux-like defaults: SACK recovery (RFC 2018/6675) and a sender that waits for room in its own NIC
     # queue (as TCP small queues do) instead of dropping there. ``sack = false`` gives NewReno recovery,
-    # ``host_backpressure = false`` a dropping NIC queue (see docs/engine-contract.md and the README).
+    # ``host_backpressure = false`` a dropping NIC queue (see docs/engine-contract.md).
     sack: bool = True
     host_backpressure: bool = True
     # Host fair queuing: at most this many packets of one flow in its host's NIC queue (0 = off: the NIC
@@ -69,7 +69,7 @@ class TransportCfg(_M):
     rack: bool = False
     # Receiver processing delay: every ACK leaves after an exponentially distributed delay with this mean
     # (0 = at once); ACKs falling due meanwhile merge into it. Off for the paper fabric; the kernel
-    # cross-check's twins use the namespace testbed's measured ~30 us (README, cross-check section).
+    # cross-check's twins use the namespace testbed's measured ~30 us (docs/explanation/fidelity.md).
     ack_delay: Duration = Field(default=0, ge=0)
     # TCP three-way handshake before a flow's data (off by default: data at the flow's start). SYN and
     # SYN-ACK are ``syn`` bytes on the wire (absent = header + 8: Linux's SYN carries 20 option bytes, MSS,

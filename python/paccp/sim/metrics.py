@@ -4,7 +4,7 @@ All functions are pure: they take a flows table (a list of row dicts with at lea
 ``size_bytes``, ``start_ns``, ``finish_ns``; the columns of ``paccp.sim.rundir.FLOW_COLUMNS``) and return
 plain dicts that go straight into ``summary.json``.
 
-Rules (also in README, section "workloads"):
+Rules (also in docs/howto/workloads.md):
 
 - **Warm-up**: flows that *start* before ``warmup_ns`` are excluded from every statistic; their number is
   reported as ``excluded_warmup``. Long-lived flows (no size) are ignored.

@@ -186,7 +186,8 @@ def evaluate(point: Point) -> dict[str, Any]:
     result = engine.run(resolved.engine)
     wall = time.perf_counter() - t0
     rows = flow_table(sc, result)
-    for r in rows:  # the class of a workload flow is its label when that is BE/DS/MRG (see README)
+    # the class of a workload flow is its label when that is BE/DS/MRG (docs/howto/workloads.md)
+    for r in rows:
         named = from_label(r["label"])
         if named is not None:
             r["cos"] = named

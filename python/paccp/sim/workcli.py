@@ -10,7 +10,7 @@ from paccp.errors import UserError
 
 
 def sweep(
-    sweep_file: Path = typer.Argument(..., help="sweep TOML (see README, section workloads)"),
+    sweep_file: Path = typer.Argument(..., help="sweep TOML (docs/howto/workloads.md)"),
     out: Path = typer.Option(..., "--out", help="output directory (results and the cache live there)"),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     address: str | None = typer.Option(None, "--address", help="Ray cluster address (default: local Ray)"),

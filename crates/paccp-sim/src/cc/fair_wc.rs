@@ -5,6 +5,7 @@
 //! Reno flows. Slow start and the loss response are Reno's.
 use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Reno, Window};
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -38,11 +39,14 @@ impl Controller for FairWc {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The `cc` object of MPTCP BG/WC's fair WC subflows: Reno with an avoidance increase of omega^2 segments per RTT.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FairWcCfg {
+pub(crate) struct FairWcCfg {
+    /// `"fair_wc"`.
     #[allow(dead_code)]
     kind: String,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

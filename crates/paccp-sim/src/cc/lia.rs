@@ -11,6 +11,7 @@ use super::{
     check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Reno, Window,
 };
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -71,11 +72,14 @@ impl Controller for Lia {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The `cc` object of LIA (RFC 6356): coupled increase over the subflows of a connection.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct LiaCfg {
+pub(crate) struct LiaCfg {
+    /// `"lia"`.
     #[allow(dead_code)]
     kind: String,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

@@ -14,6 +14,7 @@ use super::{
     check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Reno, Window,
 };
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -126,11 +127,14 @@ impl Controller for Olia {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The `cc` object of OLIA (Khalili et al. 2012): coupled increase over the subflows of a connection.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct OliaCfg {
+pub(crate) struct OliaCfg {
+    /// `"olia"`.
     #[allow(dead_code)]
     kind: String,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

@@ -7,6 +7,7 @@
 //! `tests/vectors/paccp_law.json`.
 use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Window};
 use crate::error::{EngineError, Result};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -117,12 +118,15 @@ impl Controller for Paccp {
 }
 
 /// The `cc` object of PACCP.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct PaccpCfg {
+pub(crate) struct PaccpCfg {
+    /// `"paccp"`.
     #[allow(dead_code)]
     kind: String,
+    /// PACCP's rcos (> 1): the growth factor of a flow below its Wmin (SPEC section 3).
     rcos: f64,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

@@ -2,6 +2,7 @@
 //! the window (floored at `min_cwnd`). Exactly PACCP with theta = 0 and omega = 1.
 use super::{check_min_cwnd, config, AnyController, CcCtx, CcMaker, Controller, Phase, Window};
 use crate::error::Result;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -47,11 +48,13 @@ impl Controller for Reno {
 }
 
 /// The `cc` object of Reno.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RenoCfg {
+pub(crate) struct RenoCfg {
+    /// `"reno"`.
     #[allow(dead_code)]
     kind: String,
+    /// Floor of cwnd after every increase and decrease (segments, >= 1; default 1, the scenario schema's too).
     #[serde(default = "super::default_min_cwnd")]
     min_cwnd_pkts: f64,
 }

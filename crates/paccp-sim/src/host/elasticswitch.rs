@@ -27,6 +27,7 @@
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -38,9 +39,10 @@ const ACK_SUB: u32 = u32::MAX;
 /// Sub-queues of flows that are their own pair (not in `flow_pairs`) have this bit set.
 const OWN_PAIR: u32 = 0x8000_0000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Cfg {
+pub(crate) struct Cfg {
+    /// `"elasticswitch"`.
     #[allow(dead_code)]
     kind: String,
     /// Hose guarantee B (bit/s) per VM id; VMs not listed are not limited.
@@ -48,20 +50,31 @@ struct Cfg {
     /// Per engine flow (in order): its pair's destination key and the receiver side's share.
     #[serde(default)]
     flow_pairs: Vec<PairCfg>,
+    /// Period of guarantee partitioning (GP): the hose guarantee split max-min over the active pairs.
     gp_period_ns: u64,
+    /// Period of rate allocation (RA): each pair's limiter rate adjusted from congestion feedback.
     ra_period_ns: u64,
+    /// A packet waiting longer than this at the NIC after becoming eligible marks the port congested.
     ecn_delay_ns: u64,
+    /// Multiplicative decrease of a congested pair's rate (0 < md < 1), never below its guarantee.
     md: f64,
+    /// Additive increase per RA period, as a fraction of the pair's guarantee.
     ai: f64,
+    /// Smallest additive increase per RA period.
     min_step_bps: u64,
+    /// Cap of a pair's rate (or its guarantee, if higher).
     max_rate_bps: u64,
+    /// Depth of each pair's token bucket.
     burst_bytes: u64,
 }
 
-#[derive(Deserialize, Clone, Copy, Debug)]
+#[derive(Deserialize, JsonSchema, Clone, Copy, Debug)]
 #[serde(deny_unknown_fields)]
+/// The pair of one engine flow.
 struct PairCfg {
+    /// Destination key of the pair (flows with the same source VM and key share a limiter).
     dst: u32,
+    /// The receiver side's share of the pair's guarantee (0: no cap).
     #[serde(default)]
     rx_bps: u64,
 }

@@ -17,6 +17,7 @@ use crate::config::BufCfg;
 use crate::error::{EngineError, Result};
 use crate::net::qdisc::{limits, Fifo, Pop, Qdisc};
 use crate::net::{Pkt, QKey};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -156,9 +157,10 @@ pub fn builtin_selectors() -> Vec<(&'static str, SelectorParser)> {
     ]
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RoundRobinCfg {
+pub(crate) struct RoundRobinCfg {
+    /// `"round_robin"`.
     #[allow(dead_code)]
     kind: String,
 }

@@ -1,5 +1,5 @@
 //! PACCP enforced at the host (`paccp_host`): a VM's purchase (theta, omega) delivered by its host's
-//! egress stage whatever the guest's transport does (issue 25; README "PACCP enforced at the host").
+//! egress stage whatever the guest's transport does (issue 25; docs/explanation/paccp-host.md).
 //!
 //! Three parts, each with a switch (for the ablation):
 //!
@@ -56,6 +56,7 @@
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -137,16 +138,21 @@ pub fn water_fill(cap_bps: f64, vms: &[Pair]) -> Vec<f64> {
     }
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
 #[serde(deny_unknown_fields)]
+/// A VM's purchase and its port.
 struct VmCfg {
+    /// Minimum rate purchased (theta).
     theta_bps: u64,
+    /// Weight purchased (omega).
     omega: f64,
+    /// Rate of the host port the VM sends through (C).
     port_bps: u64,
 }
 
-#[derive(Deserialize, Clone, Copy, Debug)]
+#[derive(Deserialize, JsonSchema, Clone, Copy, Debug)]
 #[serde(deny_unknown_fields)]
+/// The guest's window, set by the host (AC/DC TCP and vCC's mechanism), optional.
 struct WindowCfg {
     /// Run the fabric law (false: the host-queue cap alone, ablation).
     law: bool,
@@ -156,30 +162,41 @@ struct WindowCfg {
     mark_ns: u64,
     /// The wait in its host queue a VM may have at its port share.
     queue_ns: u64,
+    /// The law's rcos (> 1).
     rcos: f64,
+    /// Segment size the window is counted in.
     mss_bytes: u64,
     /// A connection that sent nothing for this long leaves its VM's split.
     idle_ns: u64,
 }
 
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
+/// How the port is split among the active VMs.
 enum Alloc {
+    /// Water-filling of the VMs' pairs (theta, omega) over the port rate.
     Optimum,
+    /// Equal weights (ablation).
     Equal,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Cfg {
+pub(crate) struct Cfg {
+    /// `"paccp_host"`.
     #[allow(dead_code)]
     kind: String,
     /// Purchase and port rate of each VM id (VMs not listed: (0, 1)).
     vms: BTreeMap<String, VmCfg>,
+    /// Port allocation: `optimum` or `equal`.
     alloc: Alloc,
+    /// The VM as one entity: one queue and one weight for all its data (false: one per flow, ablation).
     per_vm: bool,
+    /// A VM stays active this long after its last data packet.
     hold_ns: u64,
+    /// Period of recomputing the allocation.
     resolve_ns: u64,
+    /// The guest's window set by the host (absent: no window, the queue alone).
     #[serde(default)]
     window: Option<WindowCfg>,
 }

@@ -14,33 +14,44 @@
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 const PS_PER_S: u128 = 1_000_000_000_000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Cfg {
+pub(crate) struct Cfg {
+    /// `"softbw"`.
     #[allow(dead_code)]
     kind: String,
     /// Guarantee per VM id; VMs not listed are best effort.
     #[serde(default)]
     guarantees: BTreeMap<String, GuaranteeCfg>,
+    /// Period at which a dynamic guarantee's rate is recomputed (residual bytes over residual time).
     billing_cycle_ns: u64,
+    /// Cap of a VM's credit dT: how long an idle VM keeps its credit.
     max_credit_ns: u64,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, JsonSchema, Clone, Copy)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+/// A VM's guarantee.
 enum GuaranteeCfg {
+    /// A fixed rate.
     Strict {
+        /// The guaranteed rate B_v.
         rate_bps: u64,
     },
+    /// A size by a deadline.
     Dynamic {
+        /// Bytes to send.
         size_bytes: u64,
+        /// When the guarantee starts.
         start_ns: u64,
+        /// When they should have been sent.
         deadline_ns: u64,
     },
 }

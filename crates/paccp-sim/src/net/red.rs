@@ -18,10 +18,11 @@
 use crate::rng::stream;
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// RED's parameters (`queues.switch.red`); thresholds in packets of the level's average queue.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedCfg {
     /// Below this average (packets) nothing is dropped early.

@@ -124,7 +124,7 @@ impl Prr {
 /// original, so the retransmission was spurious and every mark is dropped; the duplicate ACK that
 /// spurious copy causes later (it echoes the copy's send time) is ignored. Without this, the behaviour
 /// tests' PACCP runs lost a third of their throughput to thousands of spurious retransmissions; ns-3
-/// has no such check (see the README's cross-check section). An ACK of new data sent at the same
+/// has no such check (see docs/explanation/fidelity.md). An ACK of new data sent at the same
 /// instant as the spurious copy carries the same echo and is ignored too.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RenoSacks {

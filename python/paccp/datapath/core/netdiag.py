@@ -1,7 +1,7 @@
 """Diagnostics of a namespace testbed run: TCP counters, qdisc drops, socket state samples, packet traces.
 
 Used by the Fig. 7 testbed and the kernel cross-check (``paccp.crosscheck.kernel_side``) to explain where
-the kernel and the engine disagree (README, cross-check section):
+the kernel and the engine disagree (docs/explanation/fidelity.md):
 
 - :func:`nstat` - a namespace's TCP MIB counters (``nstat -az``): recoveries, timeouts, delayed ACKs ...
 - :func:`qdisc_drops` - drops and packets of the bfifo under the HTB class of :meth:`Net.shape`.

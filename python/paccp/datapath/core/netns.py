@@ -25,7 +25,8 @@ from paccp.errors import EnvironmentUnsupported
 # The receivers' processing delay: tcpdump at the receivers (dumbbell and Fig. 7) put the time from a data
 # segment's arrival to the ACK it triggers at 4-10 us median, 57-110 us p90, 26-47 us mean; the engine's
 # twins draw it from an exponential with a 30 us mean (``ack_delay``). Without it the deterministic engine
-# locks two-way and small-window flows into phase patterns the kernel's timing noise breaks (README).
+# locks two-way and small-window flows into phase patterns the kernel's timing noise breaks
+# (docs/explanation/fidelity.md).
 ACK_DELAY_NS = 30_000
 FRAME_BYTES = 1514  # a full-size frame as HTB and bfifo count it (Ethernet header included)
 

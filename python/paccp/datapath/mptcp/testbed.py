@@ -30,8 +30,8 @@ from paccp.errors import EnvironmentUnsupported, UserError
 PORT = 5400
 WARMUP_S = 2.0  # seconds before the measured window
 # (WC pacing divisor, BG pacing boost, WC TCP_NOTSENT_LOWAT bytes): see bpf/bgwc.bpf.c. Measured at
-# 100 Mbit/s (README): without them (1, 1, 0) the kernel's scheduler parks MBs on the WC subflows and the BG
-# subflows fall to 0.65-0.90 of their guarantees; BG-only connections hold 0.986.
+# 100 Mbit/s (docs/howto/datapath.md): without them (1, 1, 0) the kernel's scheduler parks MBs on the WC
+# subflows and the BG subflows fall to 0.65-0.90 of their guarantees; BG-only connections hold 0.986.
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,8 @@ class Tuning:
 TUNING = Tuning(1, 10, 32768, True)
 KERNEL_DEFAULT = Tuning()
 # Socket buffers (per-namespace sysctls, min default max): the paper's "large receive buffer" remedy and
-# its sender-side counterpart. Measured (README, tools/mptcp_diag.py): with the kernel's defaults (wmem
-# 16 KB default / 4 MB max) a WC segment lost in the low-priority queue stalls the connection's
+# its sender-side counterpart. Measured (docs/howto/datapath.md, tools/mptcp_diag.py): with the kernel's
+# defaults (wmem 16 KB default / 4 MB max) a WC segment lost in the low-priority queue stalls the connection's
 # DATA_ACK; the send buffer fills with data behind the hole and the BG subflow's htb class runs dry for
 # 80-300 ms at a time (s1, s2 at 0.90-0.93 of their guarantees on the wire). With 4 MB default send
 # buffers every BG class sends at 1.00 of its guarantee.

@@ -45,8 +45,8 @@ def fig7_leaf(vm: int) -> int:
     return (vm - 1) // 3 + 1
 
 
-# Transport of the simulator's prediction, matched to the testbed's Linux (see the README cross-check
-# section for the measurements): 200 ms minimum RTO, 1 s initial RTO, SACK, and delayed ACKs with Linux's
+# Transport of the simulator's prediction, matched to the testbed's Linux (see docs/explanation/fidelity.md
+# for the measurements): 200 ms minimum RTO, 1 s initial RTO, SACK, and delayed ACKs with Linux's
 # 40 ms delayed-ACK timer (TCP_DELACK_MIN; the schema's 40 us default would fire after almost every segment
 # at these rates, an ACK per segment, where the kernel's receivers ACK every ~2 segments and their timer
 # fired 1-3 times per VM in 12 s). Wire sizes as HTB and bfifo count them: 1514-byte frames (1448 bytes
@@ -80,7 +80,8 @@ SIM_CC: dict[str, Any] = {"kind": "paccp", "rcos": 3.0, "min_cwnd": 2.0}
 # The testbed starts its nine iperf3 clients one after another (``_run_flows``; a few ms apart, recorded as
 # ``client_start_offsets_ms``). The simulation draws each flow's start uniformly in [0, START_SPREAD_MS):
 # started at the same instant, the three mirror-symmetric leaves stay in lockstep (identical drops on every
-# uplink) and the engine's deterministic timing locks the flows into one phase pattern (README).
+# uplink) and the engine's deterministic timing locks the flows into one phase pattern
+# (docs/explanation/fidelity.md).
 START_SPREAD_MS = 20
 
 
@@ -161,7 +162,7 @@ def simulate_fig7(
         from paccp.sim.engine import run
         from paccp.sim.rundir import window_rates
     except ImportError as exc:
-        return None, f"paccp.engine not importable: {exc}"
+        return None, f"paccp.sim.engine not importable: {exc}"
     per_draw: list[dict[str, float]] = []
     spec: dict[str, Any] = {}
     for seed in range(1, draws + 1):
@@ -181,7 +182,7 @@ def simulate_fig7(
     opts = ", ".join(f"{k}={v}" for k, v in spec["transport"].items())
     spread = "; ".join("/".join(f"{d[c]:.1f}" for c in ("BE", "DS", "MRG")) for d in per_draw)
     note = (
-        f"paccp.engine, explicit topology, ecmp, two-way traffic on every bottleneck; transport: {opts}; "
+        f"paccp.sim.engine, explicit topology, ecmp, two-way traffic on every bottleneck; transport: {opts}; "
         f"mean of {draws} start draws in [0, {START_SPREAD_MS} ms), BE/DS/MRG per draw: {spread}"
     )
     return {c: sum(d[c] for d in per_draw) / len(per_draw) for c in ("BE", "DS", "MRG")}, note

@@ -206,9 +206,9 @@ def optimum_rates(cap_bps: float, flows: list[FlowSpec]) -> tuple[list[float], s
             ),
         )
         sol = optimum.solve(prob)
-        return [sol.rates_bps[f"f{i}"] for i in range(len(flows))], "paccp.optimum.solve"
+        return [sol.rates_bps[f"f{i}"] for i in range(len(flows))], "paccp.sim.optimum.solve"
     except ImportError:
-        return _weighted_optimum(cap_bps, flows), "own water-filling (paccp.optimum unavailable)"
+        return _weighted_optimum(cap_bps, flows), "own water-filling (paccp.sim.optimum unavailable)"
 
 
 def run_dumbbell(
