@@ -212,9 +212,15 @@ fn bad_config_is_an_error() {
 
 /// A host with one VM (theta, omega) on a 1 Gb/s port and the window part on.
 fn windowed(theta: u64, omega: f64, law: bool) -> PaccpHost {
+    windowed_with(theta, omega, law, false)
+}
+
+/// [`windowed`], with the opening by slow start (`start`) on or off.
+fn windowed_with(theta: u64, omega: f64, law: bool, start: bool) -> PaccpHost {
     let mut c = cfg(&[(theta, omega)], true, "optimum");
     c["window"] = json!({"law": law, "queue_pkts": 100, "mark_ns": 50_000u64, "queue_ns": 500_000u64,
-                         "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64});
+                         "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64,
+                         "start": start, "loss": true});
     let vms = crate::host::softbw::tests::vms(1);
     let AnySelector::Custom(_) = parse(&c, &vms).expect("valid")(0) else {
         panic!("host 0 has a listed VM");
