@@ -43,6 +43,15 @@
 //!      (rcos - 1) / n too. alpha starts at 1 (Linux's DCTCP), so a connection that opens into a
 //!      standing queue backs off at its first marked round; a connection that joins a VM with live
 //!      connections starts at their mean window (not at the cap);
+//!    - **opening by slow start** (`start = true`): a VM's first connection (none live) opens at its
+//!      guarantee's window (theta / n over the unloaded RTT beyond the host, at least one segment)
+//!      and, in a round with its window in use and no mark, doubles it (once per RTT elapsed) up to
+//!      the cap, until its first marked round or loss; a connection joining live ones is in slow
+//!      start while one of them is. (`start = false`, ablation: it opens at the cap; six VMs doing
+//!      so put several times a 200-packet switch queue into it before the first mark came back.)
+//!    - **loss as a strong mark** (`loss = true`): a segment that leaves the host below the highest
+//!      one sent is a retransmission (the guest lost one beyond the host); its round counts as
+//!      wholly marked in alpha and halves the window (Reno's and DCTCP's response to a loss).
 //!    - **per-VM pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
 //!      fair share is a few segments per RTT k connections would hold k. The law's window may go
 //!      below one segment (down to 1/64); while one of a VM's connections is there, the host
