@@ -606,7 +606,9 @@ impl Selector for PaccpHost {
             .conns
             .values()
             .filter(|c| c.vm == vm && c.alive(idle, now_ps))
-            .fold((0u32, 0.0, false), |(n, s, ss), c| (n + 1, s + c.w, ss || c.ss));
+            .fold((0u32, 0.0, false), |(n, s, ss), c| {
+                (n + 1, s + c.w, ss || c.ss)
+            });
         let cap = (f.queue_pkts as f64 * QUEUE_SHARE).max(2.0);
         let w0 = if n > 0 { sum / f64::from(n) } else { cap };
         // the VM's first connection: its window is set at its first ACK (`start`)
