@@ -69,4 +69,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-vm": {"per_vm": False},
     "no-fabric": {"window": "cap"},
     "no-window": {"window": "off"},
+    "no-start": {"start": False},
+    "no-loss": {"loss": False},
 }

@@ -43,6 +43,15 @@
 //!      (rcos - 1) / n too. alpha starts at 1 (Linux's DCTCP), so a connection that opens into a
 //!      standing queue backs off at its first marked round; a connection that joins a VM with live
 //!      connections starts at their mean window (not at the cap);
+//!    - **opening by slow start** (`start = true`): a VM's first connection (none live) opens at its
+//!      guarantee's window (theta / n over the unloaded RTT beyond the host, at least one segment)
+//!      and, in a round with its window in use and no mark, doubles it (once per RTT elapsed) up to
+//!      the cap, until its first marked round or loss; a connection joining live ones is in slow
+//!      start while one of them is. (`start = false`, ablation: it opens at the cap; six VMs doing
+//!      so put several times a 200-packet switch queue into it before the first mark came back.)
+//!    - **loss as a strong mark** (`loss = true`): a segment that leaves the host below the highest
+//!      one sent is a retransmission (the guest lost one beyond the host); its round counts as
+//!      wholly marked in alpha and halves the window (Reno's and DCTCP's response to a loss).
 //!    - **per-VM pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
 //!      fair share is a few segments per RTT k connections would hold k. The law's window may go
 //!      below one segment (down to 1/64); while one of a VM's connections is there, the host
@@ -168,6 +177,12 @@ struct WindowCfg {
     mss_bytes: u64,
     /// A connection that sent nothing for this long leaves its VM's split.
     idle_ns: u64,
+    /// A VM's first connection opens at its guarantee's window and doubles per unmarked round
+    /// until the first mark or loss (false: it opens at the cap, ablation).
+    start: bool,
+    /// A retransmission leaving the host ends the round as a loss: the window halves (false: the
+    /// law sees delay only, ablation).
+    loss: bool,
 }
 
 #[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Debug)]
@@ -250,6 +265,12 @@ struct ConnState {
     full: bool,
     /// Accumulated fractions of the windows imposed.
     dither: f64,
+    /// Its window is set at its first ACK (the VM's first connection, `start`).
+    opened: bool,
+    /// Slow start: the window doubles per unmarked round until the first mark or loss.
+    ss: bool,
+    /// A retransmission of it left the host in this round.
+    lost: bool,
 }
 
 impl ConnState {
@@ -426,9 +447,22 @@ impl PaccpHost {
         }
         // the guarantee's window at the current RTT beyond the host (a rate floor)
         let w_min = theta / n * (c.srtt_ps / PS_PER_S).max(base_s) / seg_bits;
+        if !c.opened {
+            // a VM's first connection opens at its guarantee's window (at least a segment) and
+            // finds its share by slow start, not at the cap: six VMs opening at their caps put
+            // several times a switch queue into it before the first mark came back
+            c.opened = true;
+            c.w = w_min.max(1.0).min(cap.max(1.0));
+        }
         if c.acks > 0 && now >= c.round_end {
             let om = omega / n;
-            let frac = f64::from(c.marked) / f64::from(c.acks);
+            // a loss is a round entirely marked (a strong mark): the window halves
+            let lost = std::mem::take(&mut c.lost) && f.loss;
+            let frac = if lost {
+                1.0
+            } else {
+                f64::from(c.marked) / f64::from(c.acks)
+            };
             c.alpha = (1.0 - ALPHA_GAIN) * c.alpha + ALPHA_GAIN * frac;
             // a round lasts one RTT while the window is a segment or more; below that an ACK comes
             // every 1 / W RTTs and the increase counts the RTTs elapsed (per unit time as above)
@@ -441,10 +475,17 @@ impl PaccpHost {
             };
             // the VM's law split over its n connections: the constant step (rcos - 1) too, so
             // that n connections below their guarantee recover together as one would
-            c.w = if c.marked > 0 {
+            if lost || c.marked > 0 {
+                c.ss = false;
+            }
+            c.w = if lost {
+                c.w / 2.0
+            } else if c.marked > 0 {
                 c.w * (1.0 - c.alpha / 2.0).powf(rtts)
             } else if c.w < w_min {
                 (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + omega) / n
+            } else if c.full && c.ss {
+                c.w * 2f64.powf(rtts)
             } else if c.full {
                 c.w + om * rtts
             } else {
@@ -578,13 +619,18 @@ impl Selector for PaccpHost {
         let idle = f.idle_ns.saturating_mul(1000);
         // a connection that joins a VM with live connections starts at their mean law window (the
         // VM is one entity: opening one more connection does not restart its share at the cap)
-        let (n, sum) = self
+        let (n, sum, ss) = self
             .conns
             .values()
             .filter(|c| c.vm == vm && c.alive(idle, now_ps))
-            .fold((0u32, 0.0), |(n, s), c| (n + 1, s + c.w));
+            .fold((0u32, 0.0, false), |(n, s, ss), c| {
+                (n + 1, s + c.w, ss || c.ss)
+            });
         let cap = (f.queue_pkts as f64 * QUEUE_SHARE).max(2.0);
         let w0 = if n > 0 { sum / f64::from(n) } else { cap };
+        // the VM's first connection: its window is set at its first ACK (`start`)
+        let first = n == 0 && f.start;
+        let known = self.conns.contains_key(&pkt.flow);
         let c = self.conns.entry(pkt.flow).or_insert_with(|| ConnState {
             vm,
             sent: std::collections::VecDeque::new(),
@@ -602,7 +648,14 @@ impl Selector for PaccpHost {
             round_start: now_ps,
             full: false,
             dither: 0.0,
+            opened: !first,
+            ss: first || ss,
+            lost: false,
         });
+        // a segment below the highest sent is a retransmission: the guest lost one
+        if known && pkt.seq < c.hi {
+            c.lost = true;
+        }
         if c.sent.len() >= MAX_SENT {
             c.sent.pop_front();
         }

@@ -20,6 +20,10 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
     queue = "500us"       # the wait a VM may have in its host queue at its port share (below the
                           # guests' minimum RTO, so a share that falls does not fire their timers)
     idle = "1ms"          # a connection that sent nothing this long leaves its VM's split
+    start = true          # a VM's first connection opens at its guarantee's window and doubles per
+                          # unmarked round until the first mark or loss (false: opens at the cap, ablation)
+    loss = true           # a retransmission leaving the host halves the connection's law window
+                          # (false: the law sees queueing delay only, ablation)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
@@ -53,6 +57,8 @@ class PaccpHost(_M):
     queue: Duration = Field(default=parse_duration_ns("500us"), gt=0)
     idle: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
     rcos: float = Field(default=3.0, gt=1, le=100)
+    start: bool = True
+    loss: bool = True
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
@@ -91,6 +97,8 @@ class PaccpHost(_M):
                 "rcos": self.rcos,
                 "mss_bytes": sc.transport.mtu,
                 "idle_ns": self.idle,
+                "start": self.start,
+                "loss": self.loss,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}

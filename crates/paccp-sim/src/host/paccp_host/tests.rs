@@ -212,9 +212,16 @@ fn bad_config_is_an_error() {
 
 /// A host with one VM (theta, omega) on a 1 Gb/s port and the window part on.
 fn windowed(theta: u64, omega: f64, law: bool) -> PaccpHost {
+    windowed_with(theta, omega, law, false, true)
+}
+
+/// [`windowed`], with the opening by slow start (`start`) and the reaction to a loss (`loss`) on or
+/// off.
+fn windowed_with(theta: u64, omega: f64, law: bool, start: bool, loss: bool) -> PaccpHost {
     let mut c = cfg(&[(theta, omega)], true, "optimum");
     c["window"] = json!({"law": law, "queue_pkts": 100, "mark_ns": 50_000u64, "queue_ns": 500_000u64,
-                         "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64});
+                         "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64,
+                         "start": start, "loss": loss});
     let vms = crate::host::softbw::tests::vms(1);
     let AnySelector::Custom(_) = parse(&c, &vms).expect("valid")(0) else {
         panic!("host 0 has a listed VM");
@@ -244,11 +251,19 @@ fn windowed(theta: u64, omega: f64, law: bool) -> PaccpHost {
 /// Flow `flow` of VM 0 sends segment `seq` at `t` (ps); its ACK comes back `rtt` later. Returns the
 /// window imposed.
 fn round_trip(h: &mut PaccpHost, flow: u32, seq: u64, t: u64, rtt: u64) -> u64 {
+    round_trip_with(h, flow, seq, t, rtt, 0)
+}
+
+/// [`round_trip`], with `more` segments beyond `seq` in flight when the ACK comes (a window in use).
+fn round_trip_with(h: &mut PaccpHost, flow: u32, seq: u64, t: u64, rtt: u64, more: u64) -> u64 {
     let mut p = pkt(flow, 0, 1500);
     p.seq = seq;
     p.ts = t;
     h.serving = Some(0);
     h.on_dequeue(0, &p, t);
+    if let Some(c) = h.conns.get_mut(&flow) {
+        c.hi = c.hi.max(seq + 1 + more);
+    }
     let mut a = p;
     a.is_ack = true;
     a.seq = seq + 1;
@@ -281,9 +296,8 @@ fn the_host_window_caps_the_vms_queue_and_follows_the_law() {
     let low = h.conns[&0].w;
     for _ in 0..50 {
         // a full window in flight: the ACKed segment is far below the highest sent
-        h.conns.get_mut(&0).expect("known").hi = seq + 1000;
-        round_trip(&mut h, 0, seq, t, 40_000_000);
-        seq += 1;
+        round_trip_with(&mut h, 0, seq + 1000, t, 40_000_000, 1000);
+        seq += 2000;
         t += 50_000_000;
     }
     assert!(h.conns[&0].w > low + 10.0, "{low} -> {}", h.conns[&0].w);
@@ -339,4 +353,72 @@ fn below_one_segment_per_connection_the_host_paces_the_vm() {
         round_trip(&mut h, f, 0, 0, rtt);
     }
     assert!(h.pace_of(0, rtt).is_none());
+}
+
+/// One unmarked round of connection 0 of VM 0 with its whole window in flight; returns the law window.
+fn full_round(h: &mut PaccpHost, seq: u64, t: u64, rtt: u64) -> f64 {
+    round_trip_with(h, 0, seq, t, rtt, 1000);
+    h.conns[&0].w
+}
+
+#[test]
+fn a_vms_first_connection_opens_at_its_guarantee_and_slow_starts() {
+    // theta 100 Mb/s over the 40 us base RTT is 0.33 segment: the first connection opens at one
+    // segment, not at the cap (1 Gb/s x 540 us = 45 segments)
+    let rtt = 40_000_000u64;
+    let mut h = windowed_with(100_000_000, 1.0, true, true, true);
+    assert_eq!(round_trip(&mut h, 0, 0, 0, rtt), 1);
+    // unmarked rounds with the window in flight: the window doubles per round up to the cap
+    let mut w = vec![h.conns[&0].w];
+    for i in 1..8u64 {
+        w.push(full_round(&mut h, i * 2000, i * 2 * rtt, rtt));
+    }
+    assert_eq!(w[..6], [1.0, 2.0, 4.0, 8.0, 16.0, 32.0], "{w:?}");
+    assert!((w[7] - 45.0).abs() < 1.0, "capped: {w:?}");
+    // the first marked round (100 us of queueing beyond the host) ends slow start: then additive
+    round_trip_with(&mut h, 0, 20_000, 20 * rtt, rtt + 100_000_000, 1000);
+    let marked = h.conns[&0].w;
+    // alpha has decayed from 1 over 8 unmarked rounds: 45 (1 - 0.62 / 2) = 31
+    assert!(marked < 0.8 * w[7], "{marked}");
+    let after = full_round(&mut h, 22_000, 30 * rtt, rtt);
+    let next = full_round(&mut h, 24_000, 40 * rtt, rtt);
+    assert!((next - after - 1.0).abs() < 1e-9, "{after} -> {next}");
+    // the ablation opens at the cap
+    let mut h = windowed_with(100_000_000, 1.0, true, false, true);
+    assert!(round_trip(&mut h, 0, 0, 0, rtt) >= 44);
+    // a connection joining a VM with live connections starts at their mean window, in slow start
+    // while they are
+    let mut h = windowed_with(0, 1.0, true, true, true);
+    round_trip(&mut h, 0, 0, 0, rtt);
+    full_round(&mut h, 2000, 2 * rtt, rtt);
+    round_trip(&mut h, 1, 0, 3 * rtt, rtt);
+    assert!(h.conns[&1].ss && h.conns[&1].opened);
+}
+
+#[test]
+fn a_retransmission_leaving_the_host_halves_the_law_window() {
+    let rtt = 40_000_000u64;
+    for loss in [true, false] {
+        let mut h = windowed_with(0, 1.0, true, false, loss);
+        round_trip(&mut h, 0, 0, 0, rtt);
+        let before = full_round(&mut h, 50, 2 * rtt, rtt);
+        assert!(!h.conns[&0].lost);
+        // the guest sends segment 10 again (below the highest sent): it lost it
+        let mut p = pkt(0, 0, 1500);
+        p.seq = 10;
+        p.ts = 3 * rtt;
+        h.serving = Some(0);
+        h.on_dequeue(0, &p, 3 * rtt);
+        assert!(h.conns[&0].lost);
+        let mut a = p;
+        a.is_ack = true;
+        a.seq = 51;
+        h.on_ack_in(&a, rtt, 4 * rtt).expect("known");
+        let after = h.conns[&0].w;
+        if loss {
+            assert!((after - before / 2.0).abs() < 1e-9, "{before} -> {after}");
+        } else {
+            assert!(after >= before, "delay only: {before} -> {after}");
+        }
+    }
 }
