@@ -37,7 +37,7 @@ from paccp.common.usage import UsageRecord
 from paccp.errors import UserError, validation_error
 from paccp.pricing.book import PriceBook
 from paccp.pricing.ledger import Ledger, Tenant, check_name
-from paccp.service._store import ServiceError, Store, digest, same_secret
+from paccp.service._store import TOKEN_TTL_S, ServiceError, Store, digest, same_secret
 from paccp.units import parse_rate_bps
 
 log = logging.getLogger("paccp.service")
@@ -203,13 +203,15 @@ class Priced:
 
 
 # --- the application ------------------------------------------------------------------------------
-def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
+def create_app(
+    db: str | None, admin_token: str, agent_token: str, token_ttl_s: float = TOKEN_TTL_S
+) -> FastAPI:
     """The controller over the ledger ``db``; ``admin_token``/``agent_token`` are the operator's and the
     agents' enrolment secrets (only their digests are kept in memory)."""
     from paccp.pricing.book import load_book
 
     ledger = Ledger(db)
-    store = Store(ledger)
+    store = Store(ledger, token_ttl_s)
     if "default" not in store.books():
         store.put_book("default", load_book(None)[1])
     admin_sha, agent_sha = digest(admin_token), digest(agent_token)
@@ -248,8 +250,9 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
             raise ServiceError(401, "missing or malformed Authorization: Bearer <token> header")
         return authorization.removeprefix("Bearer ").strip()
 
-    def tenant_auth(authorization: Annotated[str | None, Header()] = None) -> Tenant:
-        t = store.tenant_of(_bearer(authorization))
+    async def tenant_auth(authorization: Annotated[str | None, Header()] = None) -> Tenant:
+        tok = _bearer(authorization)  # a token resolved in the last TOKEN_TTL_S: no database round trip
+        t = store.tenant_cached(tok) or await run_in_threadpool(store.tenant_of, tok)
         if t is None:
             raise ServiceError(401, "unknown or revoked tenant token")
         return t
@@ -280,7 +283,26 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
             bk = books[t.book_sha256] = t.book
         return bk
 
+    quotes: dict[tuple[Any, ...], Priced] = {}
+
     def _price(t: Tenant, cos: str, theta: str | int, omega: Decimal, terms: Terms | None = None) -> Priced:
+        """:func:`_priced`, remembered per book snapshot and terms (a quote depends on nothing else)."""
+        key = (
+            t.book_sha256,
+            t.model,
+            cos,
+            str(theta),
+            str(omega),
+            terms.model_dump_json() if terms else None,
+        )
+        pr = quotes.get(key)
+        if pr is None:
+            if len(quotes) > 10_000:
+                quotes.clear()
+            pr = quotes[key] = _priced(t, cos, theta, omega, terms)
+        return pr
+
+    def _priced(t: Tenant, cos: str, theta: str | int, omega: Decimal, terms: Terms | None = None) -> Priced:
         """The quote of what ``terms`` buy (their scheme, else the tenant model's), checked enforceable."""
         from paccp.datapath.paccp.params import check_pair
         from paccp.pricing.quote import quote
@@ -354,7 +376,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         return {"tenant": t.name, "model": t.model, "currency": bk.currency, "book": bk.name}
 
     @app.get("/v1/quote", tags=["tenant"])
-    def get_quote(
+    async def get_quote(
         t: TenantDep,
         terms: Annotated[Terms, Query()],
         cos: Annotated[str, Query(max_length=8)] = "be",
@@ -366,27 +388,21 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         pr = _price(t, cos, theta, omega, terms)
         return {**pr.quote.to_json(), "scheme": pr.scheme}
 
-    @app.get("/v1/vms", tags=["tenant"])
-    def my_vms(t: TenantDep) -> list[dict[str, Any]]:
+    @app.get("/v1/vms", tags=["tenant"], response_model=None)
+    def my_vms(t: TenantDep) -> JSONResponse:
         """The tenant's VMs, each with its active purchases and the last rate its host reported."""
-        rows = store.vms(tenant=t.name)
-        names = [r.name for r in rows]
-        bought = store.purchases(tenant=t.name, active_only=True, vms=names)
-        rates = store.rates(names)
         now = time.time_ns()
-        out = []
-        for r in rows:
-            rb = rates.get(r.name)
-            out.append(
-                {
-                    "name": r.name,
-                    "host": r.host,
-                    "purchases": [p.to_json() for p in bought if p.vm == r.name],
-                    "rate_bps": rb[0] if rb else None,
-                    "rate_age_s": round((now - rb[1]) / 1e9, 1) if rb else None,
-                }
-            )
-        return out
+        out = [
+            {
+                "name": r.name,
+                "host": r.host,
+                "purchases": [p.to_json() for p in bought],
+                "rate_bps": rb[0] if rb else None,
+                "rate_age_s": round((now - rb[1]) / 1e9, 1) if rb else None,
+            }
+            for r, bought, rb in store.tenant_vms(t.name)
+        ]
+        return JSONResponse(out)  # plain JSON: no response model to validate in another thread
 
     @app.get("/v1/purchases", tags=["tenant"])
     def my_purchases(t: TenantDep, active: bool = False) -> list[dict[str, Any]]:
