@@ -41,8 +41,9 @@ def wait_for(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condit
 class Controller:
     """``paccp serve`` on 127.0.0.1:<free port> over an SQLite ledger in ``tmp``."""
 
-    def __init__(self, tmp: Path, port: int | None = None) -> None:
+    def __init__(self, tmp: Path, port: int | None = None, workers: int = 1) -> None:
         self.tmp = tmp
+        self.workers = workers
         self.db = tmp / "ledger.sqlite"
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,7 +56,8 @@ class Controller:
     def start(self) -> Controller:
         cmd = [sys.executable, "-m", "paccp.cli", "serve", "--db", str(self.db), "--bind", "127.0.0.1",
                "--port", str(self.port), "--admin-token-file", str(self.tmp / "admin.token"),
-               "--agent-token-file", str(self.tmp / "agent.token"), "--log-level", "debug"]  # fmt: skip
+               "--agent-token-file", str(self.tmp / "agent.token"), "--log-level", "debug",
+               "--workers", str(self.workers)]  # fmt: skip
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         wait_for(lambda: self.http.get("/healthz").status_code == 200, what="the controller")
