@@ -31,13 +31,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paccp.common.usage import UsageRecord
 from paccp.errors import UserError, validation_error
 from paccp.pricing.book import PriceBook
 from paccp.pricing.ledger import Ledger, Tenant, check_name
+from paccp.service._http import BodyLimit
 from paccp.service._store import TOKEN_TTL_S, ServiceError, Store, digest, same_secret
+from paccp.service.schemes import mptcp_level
 from paccp.units import parse_rate_bps
 
 log = logging.getLogger("paccp.service")
@@ -54,72 +55,15 @@ Name = Annotated[str, Field(min_length=1, max_length=128)]
 Pid = Annotated[int, PathParam(ge=1, le=2**63 - 1)]
 
 
-class BodyLimit:
-    """Refuse bodies above ``limit`` bytes with 413, by Content-Length or as they stream in."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for k, v in scope.get("headers", []):
-            if k == b"content-length":
-                try:
-                    n = int(v)
-                except ValueError:
-                    await _send_error(send, 400, "Content-Length is not a number")
-                    return
-                if n > self.limit:
-                    await _send_error(send, 413, f"request body over {self.limit} bytes")
-                    return
-        chunks: list[bytes] = []  # without a Content-Length, read (at most limit + 1 bytes) before the app
-        seen = 0
-        while True:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                await self.app(scope, receive, send)
-                return
-            chunks.append(msg.get("body", b""))
-            seen += len(chunks[-1])
-            if seen > self.limit:
-                await _send_error(send, 413, f"request body over {self.limit} bytes")
-                return
-            if not msg.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-async def _send_error(send: Send, status: int, message: str) -> None:
-    resp = JSONResponse({"error": message}, status_code=status)
-    await resp({"type": "http"}, _no_receive, send)
-
-
-async def _no_receive() -> Message:  # pragma: no cover - never called for a plain response
-    return {"type": "http.disconnect"}
-
-
 # --- request bodies ------------------------------------------------------------------------------
 class Terms(BaseModel):
     """What is bought besides the pair: the scheme, and a SoftBW guarantee's terms."""
 
-    scheme: Literal["paccp", "softbw", "mptcp_bgwc"] | None = Field(
+    scheme: Literal["paccp", "softbw", "mptcp_bgwc", "paccp_host"] | None = Field(
         default=None,
         description="paccp (a VBP/FBP pair; the default of vbp/fbp tenants), softbw (a guarantee; the default"
-        " of softbw tenants) or mptcp_bgwc (theta = the BG guarantee B_g, omega = the competition level A_l;"
-        " vbp tenants)",
+        " of softbw tenants), mptcp_bgwc (theta = the BG guarantee B_g, omega = the competition level A_l, a"
+        " whole number; vbp tenants) or paccp_host (a VBP pair enforced at the host's port; vbp tenants)",
     )
     guarantee: Literal["strict", "dynamic", "fair", "none"] | None = Field(
         default=None,
@@ -312,7 +256,9 @@ def create_app(
         if t.model not in SOLD_MODELS:
             raise ServiceError(400, f"tenant {t.name!r} is billed {t.model}: the API sells {SOLD_MODELS}")
         scheme = terms.scheme or ("softbw" if t.model == "softbw" else "paccp")
-        allowed = {"vbp": ("paccp", "mptcp_bgwc"), "fbp": ("paccp",), "softbw": ("softbw",)}[t.model]
+        allowed = {"vbp": ("paccp", "mptcp_bgwc", "paccp_host"), "fbp": ("paccp",), "softbw": ("softbw",)}[
+            t.model
+        ]
         if scheme not in allowed:
             raise ServiceError(400, f"a {t.model} tenant buys {' or '.join(allowed)}, not {scheme}")
         theta_bps = parse_rate_bps(str(theta))
@@ -333,6 +279,8 @@ def create_app(
                 400,
                 f"price book {bk.name!r} does not price MPTCP BG/WC as its VBP (the ledger bills by [vbp])",
             )
+        if scheme == "mptcp_bgwc":
+            mptcp_level(omega)  # A_l: what the MPTCP datapath can enforce
         q = quote(t.model, cos, theta_bps, omega, HOUR_NS, bk)
         check_pair(theta_bps, float(omega))  # what the datapath can enforce
         return Priced(scheme, theta_bps, q, {})
@@ -572,6 +520,7 @@ def create_app(
                     "cgroup": r.cgroup,
                     "scheme": pair.scheme if pair else "paccp",
                     "guarantee": pair.guarantee if pair else None,
+                    "rate_bps": pair.rate_bps if pair else None,
                     "theta_bps": pair.theta_bps if pair else 0,
                     "omega": format(pair.omega, "f") if pair else "1",
                     "rules": [

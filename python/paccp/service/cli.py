@@ -118,10 +118,15 @@ def agent_cmd(
     rate_period: Annotated[str, typer.Option("--rate-period", help="rate sampling period")] = "1s",
     wait: Annotated[str, typer.Option("--wait", help="long-poll wait")] = "20s",
     log_level: Annotated[str, typer.Option("--log-level")] = "info",
+    host_config: Annotated[
+        Path | None,
+        typer.Option("--host-config", help="TOML: the host's port, its VMs' interfaces and addresses"),
+    ] = None,
 ) -> None:
     """The host agent: applies the desired state to the datapath, ships usage, exports metrics."""
     from paccp.service.agent import Agent
-    from paccp.service.appliers import Applier, DatapathApplier, FakeApplier
+    from paccp.service.appliers import Applier, FakeApplier
+    from paccp.service.schemes import DatapathApplier, HostFacts
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     periods = [parse_duration_ns(x) / 1e9 for x in (usage_period, rate_period, wait)]
@@ -133,7 +138,7 @@ def agent_cmd(
     if applier == "fake":
         app_ = FakeApplier(state_dir / "fake-datapath.json")
     elif applier == "datapath":
-        app_ = DatapathApplier()
+        app_ = DatapathApplier(HostFacts.load(host_config))
     else:
         raise UserError(f"unknown --applier {applier!r} (expected datapath or fake)")
     if not token_file.is_file():
