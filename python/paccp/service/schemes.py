@@ -216,9 +216,10 @@ class SoftbwDriver:
         self._ctl().vm_clear(f.addr)
 
     def _entry(self, spec: VmSpec) -> dict[str, Any] | None:
-        f = self.facts.of(spec, "addr")
-        st = self.mod("paccp.datapath.softbw.control").status()
-        return next((v for v in st.get("vms", ()) if v["addr"] == f.addr), None)
+        """The VM's entry in the SoftBW map (None: not there, or the host file does not say its address)."""
+        addr = self.facts.vm[spec.name].addr if spec.name in self.facts.vm else None
+        st = self.mod("paccp.datapath.softbw.control").status() if addr else {}
+        return next((v for v in st.get("vms", ()) if v["addr"] == addr), None)
 
     def current(self, spec: VmSpec) -> Hashable | None:
         v = self._entry(spec)
