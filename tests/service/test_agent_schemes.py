@@ -73,7 +73,7 @@ class FakeDatapaths:
                 status_vms=lambda: [
                     Ns(cgid=hash(cg) & 0xFFFF, theta_bps=th, omega=om, bytes_acked=0)
                     for cg, (th, om) in dp.paccp.items()
-                ]  # fmt: skip
+                ]
             ),
             "paccp.datapath.softbw.control": Ns(
                 **vars(loader("softbw")),
@@ -92,7 +92,7 @@ class FakeDatapaths:
                         for a, (b, i) in dp.softbw.items()
                     ]
                 },
-            ),  # fmt: skip
+            ),
             "paccp.datapath.mptcp.control": Ns(
                 **vars(loader("mptcp")),
                 addr_set=rec("mptcp.addr_set", lambda a, c: dp.bgwc_addr.__setitem__(a, c)),
