@@ -101,7 +101,9 @@ class FakeDatapaths:
                 vm_clear=rec("mptcp.vm_clear", lambda cg: dp.bgwc_vm.pop(cg, None) is not None),
                 status=lambda: {"vms": [{"cgroup": cg, "a_l": a} for cg, a in dp.bgwc_vm.items()]},
             ),
-            "paccp.datapath.host.enforcer": Ns(HostEnforcer=lambda *a: dp._enforcer(*a)),
+            "paccp.datapath.host.enforcer": Ns(
+                HostEnforcer=lambda *a: dp._enforcer(*a), PIN_ROOT="/nonexistent"
+            ),
         }
 
     def _enforcer(self, *args: Any) -> FakeEnforcer:
@@ -236,3 +238,15 @@ def test_host_file_is_validated(tmp_path: Path) -> None:
     p.write_text("[vm.v1]\nifnme = 'x'\n")
     with pytest.raises(UserError, match=r"ifnme"):
         HostFacts.load(p)
+
+
+def test_pins_of_dead_enforcers_are_reaped_live_ones_kept(tmp_path: Path) -> None:
+    import os
+
+    from paccp.service.schemes import reap_host_pins
+
+    live, dead, other = tmp_path / f"{os.getpid()}-7f00", tmp_path / "999999999-7f00", tmp_path / "notes"
+    for d in (live, dead, other):
+        d.mkdir()
+    assert reap_host_pins(tmp_path) == [dead]
+    assert live.exists() and other.exists() and not dead.exists()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import shutil
 import time
 import tomllib
 from collections.abc import Callable, Hashable
@@ -327,6 +328,7 @@ class HostDriver:
             return
         assert self.facts.port is not None and self.facts.port_rate is not None
         mod = self.mod("paccp.datapath.host.enforcer")
+        reap_host_pins(Path(mod.PIN_ROOT))
         enf = mod.HostEnforcer(
             self.facts.port, parse_rate_bps(self.facts.port_rate), self.facts.netns or None
         )
@@ -345,6 +347,18 @@ class HostDriver:
             return None
         u = self.enforcer.usage()[spec.name]
         return self.base.get(spec.name, 0) + int(u.sent_bytes), time.time_ns()
+
+
+def reap_host_pins(root: Path) -> list[Path]:
+    """Remove the pinned programs of host enforcers whose process is gone (``<pid>-<id>`` under ``root``):
+    an agent that stopped leaves its enforcer on the wire, and the agent after it pins its own."""
+    gone = []
+    for d in root.iterdir() if root.is_dir() else ():
+        pid = d.name.split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+    return gone
 
 
 #: The one registration per scheme: the purchase's ``scheme`` -> its driver.
