@@ -119,20 +119,30 @@ class Driver(Protocol):
 Modules = Callable[[str], Any]
 
 
-class PaccpDriver:
-    """PACCP's BPF maps: the VM's pair and its FBP port rules (``paccp datapath vm set`` / ``flow set``)."""
+class _Driver:
+    """What every driver shares: the host file, the datapath modules, nothing deferred."""
 
     def __init__(self, facts: HostFacts, mod: Modules) -> None:
-        self.mod = mod
+        self.facts, self.mod = facts, mod
 
-    def _loaded(self) -> None:
-        lifecycle = self.mod("paccp.datapath.paccp.lifecycle")
-        if not lifecycle.is_loaded():  # first use, or unloaded behind the agent's back
-            lifecycle.load()
+    def loaded(self, name: str) -> Any:
+        """The datapath module ``name``, loaded first if it is not (first use, or unloaded behind the
+        agent's back)."""
+        m = self.mod(name)
+        if not m.is_loaded():
+            m.load()
+        return m
+
+    def flush(self) -> None:
+        return None
+
+
+class PaccpDriver(_Driver):
+    """PACCP's BPF maps: the VM's pair and its FBP port rules (``paccp datapath vm set`` / ``flow set``)."""
 
     def apply(self, spec: VmSpec, before: VmSpec | None) -> None:
         vms, rules = self.mod("paccp.datapath.paccp.vms"), self.mod("paccp.datapath.paccp.rules")
-        self._loaded()
+        self.loaded("paccp.datapath.paccp.lifecycle")
         if spec.model == "fbp":  # the VM itself is BE; each bought port has its rule
             vms.vm_set(spec.cgroup, 0, 1.0, tenant=spec.tenant)
         else:
@@ -176,22 +186,13 @@ class PaccpDriver:
         v = self._conf(spec)
         return None if v is None else (int(v.bytes_acked), time.time_ns())
 
-    def flush(self) -> None:
-        return None
 
-
-class SoftbwDriver:
+class SoftbwDriver(_Driver):
     """SoftBW at the host's port: the VM's guarantee B in ``softbw_vms`` (``paccp datapath softbw vm``).
     The port's htb (its classes per VM index) is the host's set-up, as ``softbw.control.port_setup`` makes."""
 
-    def __init__(self, facts: HostFacts, mod: Modules) -> None:
-        self.facts, self.mod = facts, mod
-
     def _ctl(self) -> Any:
-        ctl = self.mod("paccp.datapath.softbw.control")
-        if not ctl.is_loaded():
-            ctl.load()
-        return ctl
+        return self.loaded("paccp.datapath.softbw.control")
 
     @staticmethod
     def guarantee_bps(spec: VmSpec) -> int:
@@ -230,22 +231,13 @@ class SoftbwDriver:
         v = self._entry(spec)
         return None if v is None else (int(v["unsat_bytes"]) + int(v["sat_bytes"]), time.time_ns())
 
-    def flush(self) -> None:
-        return None
 
-
-class MptcpDriver:
+class MptcpDriver(_Driver):
     """MPTCP BG/WC: the VM's WC competition level A_l (= omega) on its cgroup, its addresses' classes
     (``paccp datapath mptcp vm`` / ``addr``). The bgwc datapath counts no bytes per VM: no counter."""
 
-    def __init__(self, facts: HostFacts, mod: Modules) -> None:
-        self.facts, self.mod = facts, mod
-
     def _ctl(self) -> Any:
-        ctl = self.mod("paccp.datapath.mptcp.control")
-        if not ctl.is_loaded():
-            ctl.load()
-        return ctl
+        return self.loaded("paccp.datapath.mptcp.control")
 
     @staticmethod
     def level(spec: VmSpec) -> int:
@@ -285,18 +277,15 @@ class MptcpDriver:
     def counter(self, spec: VmSpec) -> Sample:
         return None
 
-    def flush(self) -> None:
-        return None
 
-
-class HostDriver:
+class HostDriver(_Driver):
     """PACCP enforced at the host's port (``paccp datapath host-enforce``): one
     :class:`~paccp.datapath.host.enforcer.HostEnforcer` over every ``paccp_host`` VM of the host, rebuilt
     (once per reconcile, in :meth:`flush`) when that set or a pair changes. Its counters restart with it:
     the driver carries them over a rebuild, so a VM's counter stays monotonic while the agent runs."""
 
     def __init__(self, facts: HostFacts, mod: Modules) -> None:
-        self.facts, self.mod = facts, mod
+        super().__init__(facts, mod)
         self.want: dict[str, VmSpec] = {}
         self.running: dict[str, VmSpec] = {}
         self.enforcer: Any = None
