@@ -3,8 +3,8 @@
 
 Public names: :func:`create_app` (the controller's FastAPI app), :class:`Agent`, the :class:`Applier`
 interface and its two implementations, :class:`FakeApplier` (tests, hosts without BPF) and
-:class:`DatapathApplier` (the BPF datapath through :mod:`paccp.datapath.paccp`). Operator guide:
-``docs/service.md``.
+:class:`~paccp.service.schemes.DatapathApplier` (each VM through the datapath of the scheme it bought:
+PACCP's BPF maps, SoftBW, MPTCP BG/WC or PACCP at the host's port). Operator guide: ``docs/service.md``.
 """
 
 from paccp.service.app import create_app
