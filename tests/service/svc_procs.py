@@ -41,8 +41,9 @@ def wait_for(cond: Callable[[], Any], timeout: float = 15.0, what: str = "condit
 class Controller:
     """``paccp serve`` on 127.0.0.1:<free port> over an SQLite ledger in ``tmp``."""
 
-    def __init__(self, tmp: Path, port: int | None = None) -> None:
+    def __init__(self, tmp: Path, port: int | None = None, workers: int = 1) -> None:
         self.tmp = tmp
+        self.workers = workers
         self.db = tmp / "ledger.sqlite"
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -55,7 +56,8 @@ class Controller:
     def start(self) -> Controller:
         cmd = [sys.executable, "-m", "paccp.cli", "serve", "--db", str(self.db), "--bind", "127.0.0.1",
                "--port", str(self.port), "--admin-token-file", str(self.tmp / "admin.token"),
-               "--agent-token-file", str(self.tmp / "agent.token"), "--log-level", "debug"]  # fmt: skip
+               "--agent-token-file", str(self.tmp / "agent.token"), "--log-level", "debug",
+               "--workers", str(self.workers)]  # fmt: skip
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         wait_for(lambda: self.http.get("/healthz").status_code == 200, what="the controller")
@@ -89,9 +91,15 @@ class AgentProc:
     """``paccp agent`` (default ``--applier fake``) for one host, with short periods."""
 
     def __init__(
-        self, ctl: Controller, host: str, state_dir: Path, usage_period: str = "300ms", applier: str = "fake"
+        self,
+        ctl: Controller,
+        host: str,
+        state_dir: Path,
+        usage_period: str = "300ms",
+        applier: str = "fake",
+        extra: tuple[str, ...] = (),
     ) -> None:
-        self.ctl, self.host, self.dir, self.applier = ctl, host, state_dir, applier
+        self.ctl, self.host, self.dir, self.applier, self.extra = ctl, host, state_dir, applier, extra
         self.metrics_port = free_port()
         self.usage_period = usage_period
         self.log = state_dir.parent / f"agent-{host}-{state_dir.name}.log"
@@ -102,7 +110,7 @@ class AgentProc:
                "--token-file", str(self.ctl.tmp / "agent.token"), "--state-dir", str(self.dir),
                "--applier", self.applier, "--metrics-port", str(self.metrics_port), "--usage-period",
                self.usage_period, "--rate-period", "200ms", "--wait", "2s",
-               "--log-level", "debug"]  # fmt: skip
+               "--log-level", "debug", *self.extra]  # fmt: skip
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
         return self

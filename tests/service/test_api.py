@@ -29,7 +29,7 @@ def test_buy_change_cancel_reaches_desired_state(ctl: Ctl) -> None:
     d0 = ctl.client.get("/v1/agent/desired", headers=ctl.h(session)).json()
     assert d0["vms"] == [
         {"name": "vm1", "tenant": "acme", "model": "vbp", "cgroup": "/vm1", "scheme": "paccp",
-         "guarantee": None, "theta_bps": 0, "omega": "1", "rules": []}
+         "guarantee": None, "rate_bps": None, "theta_bps": 0, "omega": "1", "rules": []}
     ]  # fmt: skip
     p = ctl.buy(tok, "vm1", "mrg", "200Mbit", "2")
     # the price is the pricing package's quote on the tenant's book, not a second implementation

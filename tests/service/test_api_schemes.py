@@ -144,3 +144,40 @@ def test_guarantees_are_isolated_between_tenants(ctl: Ctl) -> None:
     for tok, mine in ((a, pa), (b, pb)):
         assert [p["id"] for p in ctl.client.get("/v1/purchases", headers=ctl.h(tok)).json()] == [mine["id"]]
         assert ctl.client.get(f"/v1/purchases/{mine['id']}", headers=ctl.h(tok)).json()["state"] == "active"
+
+
+def test_host_enforced_pair_and_whole_mptcp_levels(ctl: Ctl) -> None:
+    tok = ctl.tenant("acme")
+    ctl.vm("vm1", "acme")
+    ctl.vm("vm2", "acme")
+    session = ctl.agent()
+    # PACCP enforced at the host's port: the same pair, at the VBP pair's price
+    q = _quote(ctl, tok, cos="mrg", theta="300Mbit", omega="2", scheme="paccp_host")
+    assert Decimal(q["per_hour"]) == quote("vbp", "mrg", 300_000_000, 2, HOUR, BOOK).per_hour
+    p = _buy(ctl, tok, vm="vm1", cos="mrg", theta="300Mbit", omega="2", scheme="paccp_host",
+             max_per_hour=q["per_hour"])  # fmt: skip
+    assert p["scheme"] == "paccp_host"
+    # an MPTCP competition level is whole (the datapath's A_l): 1.5 is refused, nothing written
+    r = ctl.client.get("/v1/quote", params={"cos": "ds", "omega": "1.5", "scheme": "mptcp_bgwc"},
+                       headers=ctl.h(tok))  # fmt: skip
+    assert r.status_code == 400 and "whole number" in r.json()["error"]
+    _buy(ctl, tok, 400, vm="vm2", cos="ds", omega="1.5", scheme="mptcp_bgwc", max_per_hour="100")
+    d = ctl.client.get("/v1/agent/desired", headers=ctl.h(session)).json()["vms"]
+    assert [(v["name"], v["scheme"], v["theta_bps"], v["omega"]) for v in d] == [
+        ("vm1", "paccp_host", 300_000_000, "2"), ("vm2", "paccp", 0, "1")]  # fmt: skip
+    # an FBP tenant buys port rules only (enforced by PACCP's maps), not the host-enforced pair
+    fbp = ctl.tenant("ports", "fbp")
+    r = ctl.client.get("/v1/quote", params={"cos": "mrg", "theta": "1Mbit", "scheme": "paccp_host"},
+                       headers=ctl.h(fbp))  # fmt: skip
+    assert r.status_code == 400
+
+
+def test_desired_state_carries_the_softbw_rate_the_agent_turns_into_b(ctl: Ctl) -> None:
+    tok = ctl.tenant("soft", "softbw")
+    ctl.vm("s1", "soft")
+    session = ctl.agent()
+    terms = {"cos": "ds", "guarantee": "dynamic", "size": 10**9, "deadline": "100s"}
+    q = _quote(ctl, tok, **terms)
+    _buy(ctl, tok, vm="s1", max_per_hour=q["per_hour"], **terms)
+    (v,) = ctl.client.get("/v1/agent/desired", headers=ctl.h(session)).json()["vms"]
+    assert (v["scheme"], v["guarantee"], v["rate_bps"]) == ("softbw", "dynamic", 80_000_000)  # S/T

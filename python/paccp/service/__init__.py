@@ -3,7 +3,8 @@
 
 Public names: :func:`paccp.service.app.create_app` (the controller's FastAPI app), :class:`Agent`, the
 :class:`Applier` interface and its two implementations, :class:`FakeApplier` (tests, hosts without BPF)
-and :class:`DatapathApplier` (the BPF datapath through :mod:`paccp.datapath.paccp`). Operator guide:
+and :class:`~paccp.service.schemes.DatapathApplier` (each VM through the datapath of the scheme it
+bought: PACCP's BPF maps, SoftBW, MPTCP BG/WC or PACCP at the host's port). Operator guide:
 ``docs/service.md``.
 
 The package itself imports nothing: ``paccp`` imports it for its ``serve`` and ``agent`` commands, and

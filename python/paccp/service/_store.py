@@ -48,6 +48,11 @@ class ServiceError(Exception):
 
 #: An agent that has not been seen for this long no longer holds its host (another may claim it).
 HOST_LEASE_NS = 30 * 10**9
+#: How long a controller process trusts a tenant token it resolved without asking the database again. A
+#: token revoked through this process stops working at once; through another process (a second worker or
+#: controller), within this bound.
+TOKEN_TTL_S = 2.0
+TOKEN_CACHE_MAX = 10_000
 
 
 def now_iso() -> str:
@@ -119,9 +124,11 @@ class PurchaseRow:
 class Store:
     """The controller's tables over one :class:`Ledger` (its engine, its writer lock)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, token_ttl_s: float = TOKEN_TTL_S) -> None:
         self.ledger = ledger  # opening the ledger migrated it: the svc_* tables exist (migration 0003)
         self.engine = ledger.engine
+        self.token_ttl_s = token_ttl_s
+        self._tokens: dict[str, tuple[float, Tenant]] = {}  # token digest -> (valid until, tenant)
 
     def write(self) -> Any:
         """A writer transaction holding the ledger's write lock (all-or-nothing)."""
@@ -145,17 +152,36 @@ class Store:
 
     def revoke_tokens(self, tenant: str) -> int:
         with self.write() as conn:
-            return int(conn.execute(token.delete().where(token.c.tenant == tenant)).rowcount)
+            n = int(conn.execute(token.delete().where(token.c.tenant == tenant)).rowcount)
+        self._tokens = {k: v for k, v in self._tokens.items() if v[1].name != tenant}
+        return n
+
+    def tenant_cached(self, tok: str) -> Tenant | None:
+        """The tenant of a token this process resolved less than :data:`TOKEN_TTL_S` ago, else None."""
+        hit = self._tokens.get(digest(tok))
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
 
     def tenant_of(self, tok: str) -> Tenant | None:
-        """The tenant a token belongs to (one indexed query on the token's SHA-256), or None."""
+        """The tenant a token belongs to, or None: one indexed query on the token's SHA-256, remembered
+        for :data:`TOKEN_TTL_S` (unknown tokens are not remembered: a new token works at once)."""
+        d = digest(tok)
+        now = time.monotonic()
+        hit = self.tenant_cached(tok)
+        if hit is not None:
+            return hit
         t = ledger_schema.tenant
         q = select(t.c.name, t.c.model, t.c.book_toml, t.c.book_sha256).join(
             token, token.c.tenant == t.c.name
         )
         with self.engine.connect() as conn:
-            row = conn.execute(q.where(token.c.sha256 == digest(tok))).first()
-        return None if row is None else Tenant(*row)
+            row = conn.execute(q.where(token.c.sha256 == d)).first()
+        if row is None:
+            self._tokens.pop(d, None)
+            return None
+        if len(self._tokens) >= TOKEN_CACHE_MAX:
+            self._tokens = {}
+        got = self._tokens[d] = (now + self.token_ttl_s, Tenant(*row))
+        return got[1]
 
     # --- price books ---------------------------------------------------------------------------
     def put_book(self, name: str, text: str) -> bool:
@@ -296,6 +322,28 @@ class Store:
         with self.engine.connect() as conn:
             return [_prow(r) for r in conn.execute(q).all()]
 
+    def tenant_vms(self, tenant: str) -> list[tuple[VmRow, list[PurchaseRow], tuple[int, int] | None]]:
+        """A tenant's VMs, each with its active purchases and its last reported (rate, at_ns): one query."""
+        active = (
+            (purchase.c.vm == vm.c.name) & (purchase.c.tenant == vm.c.tenant) & (purchase.c.state == "active")
+        )
+        q = (
+            select(
+                vm.c.name, vm.c.tenant, vm.c.host, vm.c.cgroup, rate.c.rate_bps, rate.c.at_ns, *self._PCOLS
+            )
+            .select_from(vm.outerjoin(rate, rate.c.vm == vm.c.name).outerjoin(purchase, active))
+            .where(vm.c.tenant == tenant)
+            .order_by(vm.c.name, purchase.c.id)
+        )
+        out: list[tuple[VmRow, list[PurchaseRow], tuple[int, int] | None]] = []
+        with self.engine.connect() as conn:
+            for r in conn.execute(q).all():
+                if not out or out[-1][0].name != r[0]:
+                    out.append((VmRow(*r[:4]), [], None if r[4] is None else (int(r[4]), int(r[5]))))
+                if r[6] is not None:
+                    out[-1][1].append(_prow(r[6:]))
+        return out
+
     def purchase(self, pid: int) -> PurchaseRow | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(*self._PCOLS).where(purchase.c.id == pid)).first()
@@ -348,11 +396,6 @@ class Store:
         with self.write() as conn:
             conn.execute(rate.delete().where(rate.c.vm.in_(list(rates))))
             conn.execute(rate.insert(), [{"vm": k, "rate_bps": v, "at_ns": now_ns} for k, v in rates.items()])
-
-    def rates(self, vms: list[str]) -> dict[str, tuple[int, int]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(rate.c.vm, rate.c.rate_bps, rate.c.at_ns).where(rate.c.vm.in_(vms)))
-            return {str(a): (int(b), int(c)) for a, b, c in rows.all()}
 
 
 def _prow(r: Any) -> PurchaseRow:

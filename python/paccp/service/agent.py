@@ -179,16 +179,25 @@ class Agent:
         n = 0
         for spec in self.applied().values():
             try:
-                cur = self.applier.current(spec)
+                cur, want = self.applier.current(spec), self.applier.expected(spec)
             except Exception:  # the datapath cannot be read (e.g. unloaded): apply, which loads it
-                cur = None
-            if cur != (spec.theta_bps, spec.omega):
-                log.warning("VM %s: datapath runs %s, applied %s: re-applying", spec.name, cur,
-                            (spec.theta_bps, spec.omega))  # fmt: skip
+                cur, want = None, (spec.scheme, spec.theta_bps, spec.omega)
+            if cur != want:
+                log.warning("VM %s (%s): datapath runs %s, applied %s: re-applying", spec.name, spec.scheme,
+                            cur, want)  # fmt: skip
                 self.metrics.repairs.inc()
                 self._apply(spec, None)
                 n += 1
+        self._flush()
         return n
+
+    def _flush(self) -> None:
+        try:
+            self.applier.flush()
+        except Exception as exc:
+            self.metrics.apply_errors.inc()
+            self._consistent = False
+            log.error("committing the datapath changes failed: %s", exc)
 
     def _apply(self, spec: VmSpec, before: VmSpec | None) -> None:
         try:
@@ -234,6 +243,7 @@ class Agent:
                     log.error("removing VM %s failed: %s", spec.name, exc)
             else:
                 self._apply(spec, before)
+        self._flush()
         self.metrics.generation.set(int(desired["generation"]))
         self.metrics.last_sync.set(time.time())
 

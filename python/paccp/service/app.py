@@ -31,13 +31,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from paccp.common.usage import UsageRecord
 from paccp.errors import UserError, validation_error
 from paccp.pricing.book import PriceBook
 from paccp.pricing.ledger import Ledger, Tenant, check_name
-from paccp.service._store import ServiceError, Store, digest, same_secret
+from paccp.service._http import BodyLimit
+from paccp.service._store import TOKEN_TTL_S, ServiceError, Store, digest, same_secret
+from paccp.service.schemes import mptcp_level
 from paccp.units import parse_rate_bps
 
 log = logging.getLogger("paccp.service")
@@ -54,72 +55,15 @@ Name = Annotated[str, Field(min_length=1, max_length=128)]
 Pid = Annotated[int, PathParam(ge=1, le=2**63 - 1)]
 
 
-class BodyLimit:
-    """Refuse bodies above ``limit`` bytes with 413, by Content-Length or as they stream in."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for k, v in scope.get("headers", []):
-            if k == b"content-length":
-                try:
-                    n = int(v)
-                except ValueError:
-                    await _send_error(send, 400, "Content-Length is not a number")
-                    return
-                if n > self.limit:
-                    await _send_error(send, 413, f"request body over {self.limit} bytes")
-                    return
-        chunks: list[bytes] = []  # without a Content-Length, read (at most limit + 1 bytes) before the app
-        seen = 0
-        while True:
-            msg = await receive()
-            if msg["type"] != "http.request":
-                await self.app(scope, receive, send)
-                return
-            chunks.append(msg.get("body", b""))
-            seen += len(chunks[-1])
-            if seen > self.limit:
-                await _send_error(send, 413, f"request body over {self.limit} bytes")
-                return
-            if not msg.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-async def _send_error(send: Send, status: int, message: str) -> None:
-    resp = JSONResponse({"error": message}, status_code=status)
-    await resp({"type": "http"}, _no_receive, send)
-
-
-async def _no_receive() -> Message:  # pragma: no cover - never called for a plain response
-    return {"type": "http.disconnect"}
-
-
 # --- request bodies ------------------------------------------------------------------------------
 class Terms(BaseModel):
     """What is bought besides the pair: the scheme, and a SoftBW guarantee's terms."""
 
-    scheme: Literal["paccp", "softbw", "mptcp_bgwc"] | None = Field(
+    scheme: Literal["paccp", "softbw", "mptcp_bgwc", "paccp_host"] | None = Field(
         default=None,
         description="paccp (a VBP/FBP pair; the default of vbp/fbp tenants), softbw (a guarantee; the default"
-        " of softbw tenants) or mptcp_bgwc (theta = the BG guarantee B_g, omega = the competition level A_l;"
-        " vbp tenants)",
+        " of softbw tenants), mptcp_bgwc (theta = the BG guarantee B_g, omega = the competition level A_l, a"
+        " whole number; vbp tenants) or paccp_host (a VBP pair enforced at the host's port; vbp tenants)",
     )
     guarantee: Literal["strict", "dynamic", "fair", "none"] | None = Field(
         default=None,
@@ -203,13 +147,15 @@ class Priced:
 
 
 # --- the application ------------------------------------------------------------------------------
-def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
+def create_app(
+    db: str | None, admin_token: str, agent_token: str, token_ttl_s: float = TOKEN_TTL_S
+) -> FastAPI:
     """The controller over the ledger ``db``; ``admin_token``/``agent_token`` are the operator's and the
     agents' enrolment secrets (only their digests are kept in memory)."""
     from paccp.pricing.book import load_book
 
     ledger = Ledger(db)
-    store = Store(ledger)
+    store = Store(ledger, token_ttl_s)
     if "default" not in store.books():
         store.put_book("default", load_book(None)[1])
     admin_sha, agent_sha = digest(admin_token), digest(agent_token)
@@ -248,8 +194,9 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
             raise ServiceError(401, "missing or malformed Authorization: Bearer <token> header")
         return authorization.removeprefix("Bearer ").strip()
 
-    def tenant_auth(authorization: Annotated[str | None, Header()] = None) -> Tenant:
-        t = store.tenant_of(_bearer(authorization))
+    async def tenant_auth(authorization: Annotated[str | None, Header()] = None) -> Tenant:
+        tok = _bearer(authorization)  # a token resolved in the last TOKEN_TTL_S: no database round trip
+        t = store.tenant_cached(tok) or await run_in_threadpool(store.tenant_of, tok)
         if t is None:
             raise ServiceError(401, "unknown or revoked tenant token")
         return t
@@ -280,7 +227,26 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
             bk = books[t.book_sha256] = t.book
         return bk
 
+    quotes: dict[tuple[Any, ...], Priced] = {}
+
     def _price(t: Tenant, cos: str, theta: str | int, omega: Decimal, terms: Terms | None = None) -> Priced:
+        """:func:`_priced`, remembered per book snapshot and terms (a quote depends on nothing else)."""
+        key = (
+            t.book_sha256,
+            t.model,
+            cos,
+            str(theta),
+            str(omega),
+            terms.model_dump_json() if terms else None,
+        )
+        pr = quotes.get(key)
+        if pr is None:
+            if len(quotes) > 10_000:
+                quotes.clear()
+            pr = quotes[key] = _priced(t, cos, theta, omega, terms)
+        return pr
+
+    def _priced(t: Tenant, cos: str, theta: str | int, omega: Decimal, terms: Terms | None = None) -> Priced:
         """The quote of what ``terms`` buy (their scheme, else the tenant model's), checked enforceable."""
         from paccp.datapath.paccp.params import check_pair
         from paccp.pricing.quote import quote
@@ -290,7 +256,9 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         if t.model not in SOLD_MODELS:
             raise ServiceError(400, f"tenant {t.name!r} is billed {t.model}: the API sells {SOLD_MODELS}")
         scheme = terms.scheme or ("softbw" if t.model == "softbw" else "paccp")
-        allowed = {"vbp": ("paccp", "mptcp_bgwc"), "fbp": ("paccp",), "softbw": ("softbw",)}[t.model]
+        allowed = {"vbp": ("paccp", "mptcp_bgwc", "paccp_host"), "fbp": ("paccp",), "softbw": ("softbw",)}[
+            t.model
+        ]
         if scheme not in allowed:
             raise ServiceError(400, f"a {t.model} tenant buys {' or '.join(allowed)}, not {scheme}")
         theta_bps = parse_rate_bps(str(theta))
@@ -311,6 +279,8 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
                 400,
                 f"price book {bk.name!r} does not price MPTCP BG/WC as its VBP (the ledger bills by [vbp])",
             )
+        if scheme == "mptcp_bgwc":
+            mptcp_level(omega)  # A_l: what the MPTCP datapath can enforce
         q = quote(t.model, cos, theta_bps, omega, HOUR_NS, bk)
         check_pair(theta_bps, float(omega))  # what the datapath can enforce
         return Priced(scheme, theta_bps, q, {})
@@ -354,7 +324,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         return {"tenant": t.name, "model": t.model, "currency": bk.currency, "book": bk.name}
 
     @app.get("/v1/quote", tags=["tenant"])
-    def get_quote(
+    async def get_quote(
         t: TenantDep,
         terms: Annotated[Terms, Query()],
         cos: Annotated[str, Query(max_length=8)] = "be",
@@ -366,27 +336,21 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
         pr = _price(t, cos, theta, omega, terms)
         return {**pr.quote.to_json(), "scheme": pr.scheme}
 
-    @app.get("/v1/vms", tags=["tenant"])
-    def my_vms(t: TenantDep) -> list[dict[str, Any]]:
+    @app.get("/v1/vms", tags=["tenant"], response_model=None)
+    def my_vms(t: TenantDep) -> JSONResponse:
         """The tenant's VMs, each with its active purchases and the last rate its host reported."""
-        rows = store.vms(tenant=t.name)
-        names = [r.name for r in rows]
-        bought = store.purchases(tenant=t.name, active_only=True, vms=names)
-        rates = store.rates(names)
         now = time.time_ns()
-        out = []
-        for r in rows:
-            rb = rates.get(r.name)
-            out.append(
-                {
-                    "name": r.name,
-                    "host": r.host,
-                    "purchases": [p.to_json() for p in bought if p.vm == r.name],
-                    "rate_bps": rb[0] if rb else None,
-                    "rate_age_s": round((now - rb[1]) / 1e9, 1) if rb else None,
-                }
-            )
-        return out
+        out = [
+            {
+                "name": r.name,
+                "host": r.host,
+                "purchases": [p.to_json() for p in bought],
+                "rate_bps": rb[0] if rb else None,
+                "rate_age_s": round((now - rb[1]) / 1e9, 1) if rb else None,
+            }
+            for r, bought, rb in store.tenant_vms(t.name)
+        ]
+        return JSONResponse(out)  # plain JSON: no response model to validate in another thread
 
     @app.get("/v1/purchases", tags=["tenant"])
     def my_purchases(t: TenantDep, active: bool = False) -> list[dict[str, Any]]:
@@ -556,6 +520,7 @@ def create_app(db: str | None, admin_token: str, agent_token: str) -> FastAPI:
                     "cgroup": r.cgroup,
                     "scheme": pair.scheme if pair else "paccp",
                     "guarantee": pair.guarantee if pair else None,
+                    "rate_bps": pair.rate_bps if pair else None,
                     "theta_bps": pair.theta_bps if pair else 0,
                     "omega": format(pair.omega, "f") if pair else "1",
                     "rules": [

@@ -1,18 +1,17 @@
 """Where an agent's desired state goes: the :class:`Applier` interface and its two implementations.
 
-- :class:`DatapathApplier`: the host's BPF datapath through :mod:`paccp.datapath.paccp`, the same calls as
-  ``paccp datapath vm set`` / ``vm clear`` / ``flow set --port --cgroup`` (a VM's pair, an FBP port rule),
-  and the datapath's per-VM byte counter (``paccp_vm_state``) for metering.
+- :class:`paccp.service.schemes.DatapathApplier`: the host's datapaths, each VM through the driver of the
+  scheme it bought (PACCP's BPF maps, SoftBW, MPTCP BG/WC, PACCP enforced at the host's port);
 - :class:`FakeApplier`: a datapath kept in a JSON file (it survives the agent like pinned BPF maps do),
   whose VMs "send" at a rate derived from their pair; for tests and for hosts without BPF.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -30,7 +29,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class VmSpec:
-    """What one VM should run with: its pair (VBP; BE (0, 1) when nothing is bought) and port rules."""
+    """What one VM should run with: its pair (VBP; BE (0, 1) when nothing is bought) and port rules, and
+    the scheme it was bought in (paccp, softbw with its guarantee kind, mptcp_bgwc, paccp_host)."""
 
     name: str
     tenant: str
@@ -39,13 +39,20 @@ class VmSpec:
     omega: str = "1"
     model: str = "vbp"
     rules: tuple[Rule, ...] = field(default_factory=tuple)
+    scheme: str = "paccp"
+    guarantee: str | None = None
+    rate_bps: int | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> VmSpec:
+        """From the controller's desired state, or an agent state file (older ones have no scheme)."""
         rules = tuple(Rule(int(r["port"]), int(r["theta_bps"]), str(r["omega"])) for r in d.get("rules", ()))
+        g, rate = d.get("guarantee"), d.get("rate_bps")
         return cls(
             str(d["name"]), str(d["tenant"]), str(d["cgroup"]), int(d.get("theta_bps", 0)),
             str(Decimal(str(d.get("omega", "1")))), str(d.get("model", "vbp")), rules,
+            str(d.get("scheme") or "paccp"), None if g is None else str(g),
+            None if rate is None else int(rate),
         )  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
@@ -67,12 +74,19 @@ class Applier(Protocol):
     def remove(self, spec: VmSpec) -> None:
         """Take the VM out of the datapath (its flows fall back to BE)."""
 
-    def current(self, spec: VmSpec) -> tuple[int, str] | None:
-        """The (theta_bps, omega) the datapath runs the VM with now, or None if it does not know it."""
+    def current(self, spec: VmSpec) -> Hashable | None:
+        """What the datapath runs the VM with now (e.g. its (theta_bps, omega)), or None if it does not
+        know the VM."""
+
+    def expected(self, spec: VmSpec) -> Hashable:
+        """What :meth:`current` says once ``spec`` is applied (the agent re-applies a VM that differs)."""
 
     def counter(self, spec: VmSpec) -> Sample:
         """The VM's acknowledged bytes so far (monotonic while it is applied) and when they were read,
         or None if the datapath does not know the VM."""
+
+    def flush(self) -> None:
+        """Commit what apply/remove deferred; the agent calls it after each reconcile or repair pass."""
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -116,6 +130,7 @@ class FakeApplier:
         old = db.get(spec.cgroup)
         nbytes = self._bytes(old, now) if old else 0
         db[spec.cgroup] = {"theta_bps": spec.theta_bps, "omega": spec.omega, "tenant": spec.tenant,
+                           "scheme": spec.scheme, "guarantee": spec.guarantee,
                            "rules": [asdict(r) for r in spec.rules], "bytes": nbytes, "since_ns": now,
                            "rate_bps": self._rate(spec.theta_bps, spec.omega)}  # fmt: skip
         _write_json(self.path, db)
@@ -126,9 +141,15 @@ class FakeApplier:
         if db.pop(spec.cgroup, None) is not None:
             _write_json(self.path, db)
 
-    def current(self, spec: VmSpec) -> tuple[int, str] | None:
+    def current(self, spec: VmSpec) -> Hashable | None:
         v = self._load().get(spec.cgroup)
         return None if v is None else (int(v["theta_bps"]), str(v["omega"]))
+
+    def expected(self, spec: VmSpec) -> Hashable:
+        return (spec.theta_bps, spec.omega)
+
+    def flush(self) -> None:
+        return None
 
     def counter(self, spec: VmSpec) -> Sample:
         v = self._load().get(spec.cgroup)
@@ -138,64 +159,3 @@ class FakeApplier:
     def rate_of(self, cgroup: str) -> int | None:
         v = self._load().get(cgroup)
         return None if v is None else int(v["rate_bps"])
-
-
-class DatapathApplier:
-    """The BPF datapath (root): loads it if needed, then ``vm set`` / ``flow set`` through its Python API."""
-
-    def __init__(self) -> None:
-        from paccp.datapath.paccp import lifecycle
-
-        if not lifecycle.is_loaded():
-            lifecycle.load()
-
-    def apply(self, spec: VmSpec, before: VmSpec | None) -> None:
-        from paccp.datapath.paccp import lifecycle, rules, vms
-
-        if not lifecycle.is_loaded():  # unloaded behind the agent's back: load it again
-            lifecycle.load()
-        if spec.model == "fbp":  # the VM itself is BE; each bought port has its rule
-            vms.vm_set(spec.cgroup, 0, 1.0, tenant=spec.tenant)
-        else:
-            vms.vm_set(spec.cgroup, spec.theta_bps, float(spec.omega), tenant=spec.tenant)
-        keep = {r.port for r in spec.rules}
-        for r in before.rules if before else ():
-            if r.port not in keep:
-                rules.rule_clear(r.port, cgroup=spec.cgroup)
-        for r in spec.rules:
-            rules.rule_set(r.port, r.theta_bps, float(r.omega), cgroup=spec.cgroup, tenant=spec.tenant)
-
-    def remove(self, spec: VmSpec) -> None:
-        from paccp.datapath.paccp import rules, vms
-        from paccp.errors import UserError
-
-        for r in spec.rules:
-            rules.rule_clear(r.port, cgroup=spec.cgroup)
-        with contextlib.suppress(UserError):  # the cgroup is gone: the datapath closed the VM at removal
-            vms.vm_clear(spec.cgroup)
-
-    def _conf(self, spec: VmSpec) -> Any:
-        from paccp.datapath.core import cgroups
-        from paccp.datapath.paccp import metering
-        from paccp.errors import UserError
-
-        try:
-            cgid = cgroups.resolve_cgroup(spec.cgroup).cgid
-        except UserError:
-            return None
-        return next((v for v in metering.status_vms() if v.cgid == cgid), None)
-
-    def current(self, spec: VmSpec) -> tuple[int, str] | None:
-        from paccp.datapath.paccp.maps import omega_to_q20, q20_to_omega
-
-        v = self._conf(spec)
-        if v is None:
-            return None
-        q = omega_to_q20(float(v.omega))
-        if q == omega_to_q20(Decimal(spec.omega)):  # the datapath holds omega in Q20: 1.3 is 1.2999992...
-            return int(v.theta_bps), spec.omega
-        return int(v.theta_bps), str(q20_to_omega(q).normalize())
-
-    def counter(self, spec: VmSpec) -> Sample:
-        v = self._conf(spec)
-        return None if v is None else (int(v.bytes_acked), time.time_ns())

@@ -39,8 +39,20 @@ def _free_port() -> int:
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of ``pid`` and its live descendants (``paccp serve --workers N``: its worker processes)."""
+    stats: dict[int, list[str]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                stats[int(p.name)] = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+    tree, todo = set(), [pid]
+    while todo:
+        cur = todo.pop()
+        tree.add(cur)
+        todo += [k for k, f in stats.items() if int(f[1]) == cur and k not in tree]
+    return sum(int(stats[k][11]) + int(stats[k][12]) for k in tree if k in stats) / os.sysconf("SC_CLK_TCK")
 
 
 def _load() -> list[float]:
@@ -89,6 +101,7 @@ def run_cli(
     api_seconds: float,
     workers: int,
     out: str,
+    serve_workers: int = 1,
 ) -> None:
     """Run the bench; print the JSON (and write it to ``out``)."""
     import httpx
@@ -98,8 +111,12 @@ def run_cli(
 
     if not (1 <= hosts <= 1_000_000 and 1 <= vms <= 64 and 0 < period_s <= 3600 and 0 < seconds <= 3600):
         raise UserError("--hosts 1..1,000,000, --vms 1..64, --period and --seconds in (0, 1 h]")
-    if not (0 < rps <= 100_000 and 0 <= api_seconds <= 3600 and 1 <= workers <= 512):
-        raise UserError("--rps in (0, 100,000], --api-seconds 0..3600, --workers 1..512")
+    if not (
+        0 < rps <= 100_000 and 0 <= api_seconds <= 3600 and 1 <= workers <= 512 and 1 <= serve_workers <= 64
+    ):
+        raise UserError(
+            "--rps in (0, 100,000], --api-seconds 0..3600, --workers 1..512, --serve-workers 1..64"
+        )
     doc: dict[str, Any] = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
                                        "cpu_count": os.cpu_count()}}  # fmt: skip
     with temp_postgres(durable=True) as pg, tempfile.TemporaryDirectory(prefix="paccp-svcbench-") as tmp:
@@ -113,7 +130,7 @@ def run_cli(
         url = f"http://127.0.0.1:{port}"
         cmd = [sys.executable, "-c", "from paccp.cli import main; main()", "serve", "--db", db,
                "--port", str(port), "--admin-token-file", str(admin), "--agent-token-file", str(agent),
-               "--log-level", "warning"]  # fmt: skip
+               "--log-level", "warning", "--workers", str(serve_workers)]  # fmt: skip
         with (Path(tmp) / "serve.log").open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -133,6 +150,8 @@ def run_cli(
                 before, cpu = _load(), _cpu_s(proc.pid)
                 res = api_load(url, tok, rps, api_seconds, workers=64)
                 res["controller_cpu_s"] = round(_cpu_s(proc.pid) - cpu, 2)
+                per_req = res["controller_cpu_s"] * 1e3 / max(res["requests"], 1)
+                res.update(controller_cpu_ms_per_request=round(per_req, 2), serve_workers=serve_workers)
                 doc["api"] = {**res, "load_average_before": before, "load_average_after": _load()}
             print(f"bench service: usage for {seconds} s ...", file=sys.stderr, flush=True)
             before, cpu = _load(), _cpu_s(proc.pid)

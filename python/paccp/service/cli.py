@@ -52,6 +52,10 @@ def serve_cmd(
         Path, typer.Option("--agent-token-file", help="agents' enrolment token (created if missing)")
     ] = Path("/etc/paccp/agent.token"),
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning")] = "info",
+    workers: Annotated[
+        int,
+        typer.Option("--workers", help="worker processes (the controller is stateless over its database)"),
+    ] = 1,
 ) -> None:
     """The controller: tenant and operator API (OpenAPI at /docs), tenant web page at /, agents' watch."""
     import uvicorn
@@ -60,11 +64,40 @@ def serve_cmd(
 
     if not 0 < port < 65536:
         raise UserError("--port must be 1..65535")
-    app = create_app(
-        db, read_or_create_token(admin_token_file, "pa"), read_or_create_token(agent_token_file, "pe")
+    if not 1 <= workers <= 64:
+        raise UserError("--workers must be 1..64")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise UserError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
+    admin, agent = read_or_create_token(admin_token_file, "pa"), read_or_create_token(agent_token_file, "pe")
+    app = create_app(db, admin, agent)  # also migrates the ledger once, before any worker starts
+    _log_setup(log_level)
+    if workers == 1:
+        uvicorn.run(app, host=bind, port=port, log_level=log_level, access_log=True)
+        return
+    os.environ.update({_ENV_DB: db or "", _ENV_ADMIN: str(admin_token_file.resolve()),
+                       _ENV_AGENT: str(agent_token_file.resolve()), _ENV_LOG: log_level})  # fmt: skip
+    uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, host=bind, port=port,
+                log_level=log_level, access_log=True)  # fmt: skip
+
+
+_ENV_DB, _ENV_ADMIN, _ENV_AGENT, _ENV_LOG = (f"PACCP_SERVE_{k}" for k in ("DB", "ADMIN", "AGENT", "LOG"))
+
+
+def _log_setup(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
+def worker_app() -> object:
+    """The app of one ``paccp serve --workers N`` worker process (uvicorn's factory; the parent's settings
+    come through the environment, the tokens from their files, never the environment)."""
+    from paccp.service.app import create_app
+
+    _log_setup(os.environ.get(_ENV_LOG, "info"))
+    return create_app(
+        os.environ.get(_ENV_DB) or None,
+        read_or_create_token(Path(os.environ[_ENV_ADMIN]), "pa"),
+        read_or_create_token(Path(os.environ[_ENV_AGENT]), "pe"),
     )
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    uvicorn.run(app, host=bind, port=port, log_level=log_level, access_log=True)
 
 
 def agent_cmd(
@@ -85,10 +118,15 @@ def agent_cmd(
     rate_period: Annotated[str, typer.Option("--rate-period", help="rate sampling period")] = "1s",
     wait: Annotated[str, typer.Option("--wait", help="long-poll wait")] = "20s",
     log_level: Annotated[str, typer.Option("--log-level")] = "info",
+    host_config: Annotated[
+        Path | None,
+        typer.Option("--host-config", help="TOML: the host's port, its VMs' interfaces and addresses"),
+    ] = None,
 ) -> None:
     """The host agent: applies the desired state to the datapath, ships usage, exports metrics."""
     from paccp.service.agent import Agent
-    from paccp.service.appliers import Applier, DatapathApplier, FakeApplier
+    from paccp.service.appliers import Applier, FakeApplier
+    from paccp.service.schemes import DatapathApplier, HostFacts
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     periods = [parse_duration_ns(x) / 1e9 for x in (usage_period, rate_period, wait)]
@@ -100,7 +138,7 @@ def agent_cmd(
     if applier == "fake":
         app_ = FakeApplier(state_dir / "fake-datapath.json")
     elif applier == "datapath":
-        app_ = DatapathApplier()
+        app_ = DatapathApplier(HostFacts.load(host_config))
     else:
         raise UserError(f"unknown --applier {applier!r} (expected datapath or fake)")
     if not token_file.is_file():
@@ -129,12 +167,15 @@ def bench_service_cmd(
     ] = "30s",
     workers: Annotated[int, typer.Option("--workers", help="reports in flight at most")] = 64,
     out: Annotated[str, typer.Option("--out", help="also write the JSON to this file")] = "",
+    serve_workers: Annotated[
+        int, typer.Option("--serve-workers", help="the controller's worker processes (paccp serve --workers)")
+    ] = 2,
 ) -> None:
     """The controller under load on loopback over a throwaway PostgreSQL: usage ingest and API latency."""
     from paccp.service.bench import run_cli
 
     p, s, a = (parse_duration_ns(x) / 1e9 for x in (period, seconds, api_seconds))
-    run_cli(hosts, vms, p, s, rps, a, workers, out)
+    run_cli(hosts, vms, p, s, rps, a, workers, out, serve_workers)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
