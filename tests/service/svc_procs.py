@@ -89,9 +89,15 @@ class AgentProc:
     """``paccp agent`` (default ``--applier fake``) for one host, with short periods."""
 
     def __init__(
-        self, ctl: Controller, host: str, state_dir: Path, usage_period: str = "300ms", applier: str = "fake"
+        self,
+        ctl: Controller,
+        host: str,
+        state_dir: Path,
+        usage_period: str = "300ms",
+        applier: str = "fake",
+        relay: str | None = None,
     ) -> None:
-        self.ctl, self.host, self.dir, self.applier = ctl, host, state_dir, applier
+        self.ctl, self.host, self.dir, self.applier, self.relay = ctl, host, state_dir, applier, relay
         self.metrics_port = free_port()
         self.usage_period = usage_period
         self.log = state_dir.parent / f"agent-{host}-{state_dir.name}.log"
@@ -102,7 +108,7 @@ class AgentProc:
                "--token-file", str(self.ctl.tmp / "agent.token"), "--state-dir", str(self.dir),
                "--applier", self.applier, "--metrics-port", str(self.metrics_port), "--usage-period",
                self.usage_period, "--rate-period", "200ms", "--wait", "2s",
-               "--log-level", "debug"]  # fmt: skip
+               "--log-level", "debug", *(["--relay", self.relay] if self.relay else [])]  # fmt: skip
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
         return self

@@ -367,8 +367,6 @@ class Ledger:
         A plain JSON Lines file is read column-wise (:mod:`paccp.pricing.columnar`); any other file, or one
         that reader leaves alone, record by record (the same rows, hashes and errors).
         """
-        from paccp.pricing.columnar import read_plain
-
         p = Path(path)
         if tenant is not None:
             self.tenant(tenant)  # unknown tenant: say so before reading a large file
@@ -377,11 +375,9 @@ class Ledger:
                 data = p.read_bytes()
             except OSError as exc:
                 raise UserError(f"{p}: cannot read ({exc.strerror})") from None
-            plain = read_plain(data, self._models)
-            if plain is not None and (tenant is None or plain.tenant_names() == {tenant}):
-                if progress is not None:
-                    progress(len(plain))
-                return self._store(plain, str(p), hashlib.sha256(data).hexdigest(), tenant)
+            res = self.ingest_jsonl(data, str(p), tenant=tenant, progress=progress)
+            if res is not None:
+                return res
             del data
         records: list[UsageRecord] = []
         digest = hashlib.sha256()
@@ -393,6 +389,31 @@ class Ledger:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         return self.ingest(records, str(p), digest.hexdigest(), tenant=tenant)
+
+    def ingest_jsonl(
+        self,
+        data: bytes,
+        where: str,
+        *,
+        tenant: str | None,
+        progress: Callable[[int], None] | None = None,
+        check: Callable[[list[str], list[str]], None] | None = None,
+    ) -> IngestResult | None:
+        """Ingest the records of plain JSON Lines ``data`` column-wise (:mod:`paccp.pricing.columnar`), in
+        ONE transaction; None if the reader leaves them to the record path (nothing written).
+
+        ``check(tenants, vms)`` (one entry per record) may refuse the records before anything is written.
+        """
+        from paccp.pricing.columnar import read_plain
+
+        plain = read_plain(data, self._models)
+        if plain is None or (tenant is not None and plain.tenant_names() != {tenant}):
+            return None
+        if progress is not None:
+            progress(len(plain))
+        if check is not None:
+            check(plain.keys()[0], plain.values["vm"].to_pylist())
+        return self._store(plain, where, hashlib.sha256(data).hexdigest(), tenant)
 
     def ingest(
         self,
