@@ -136,14 +136,17 @@ def test_refused_host_is_split_off_and_resends_are_idempotent(tmp_path: Path) ->
             res[key] = httpx.post(f"{relay.url}/v1/agent/report", json={"records": recs},
                                   headers=ctl.h(session), timeout=30)  # fmt: skip
 
-        jobs = [("good", s1, [_rec(0), _rec(1)]), ("stolen", s2, [_rec(5, vm="vm1")]), ("bad", "nope", [_rec(7)]),
-                ("h2", s2, [_rec(0, vm="vm2")])]  # fmt: skip
+        jobs = [("good", s1, [_rec(0), _rec(1)]), ("stolen", s2, [_rec(5, vm="vm1")]),
+                ("bad", "nope", [_rec(7)]), ("h2", s2, [_rec(0, vm="vm2")])]  # fmt: skip
         threads = [threading.Thread(target=send, args=j) for j in jobs]
         for th in threads:
             th.start()
         for th in threads:
             th.join(30)
-        assert res["good"].status_code == 200 and res["h2"].status_code == 200, (res["good"].text, res["h2"].text)
+        assert res["good"].status_code == 200 and res["h2"].status_code == 200, (
+            res["good"].text,
+            res["h2"].text,
+        )
         assert res["stolen"].status_code == 403 and "not on these hosts" in res["stolen"].json()["error"]
         assert res["bad"].status_code == 401
         assert relay.metric("paccp_relay_reports_refused") == 2

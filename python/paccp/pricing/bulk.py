@@ -13,6 +13,7 @@ row by row.
 from __future__ import annotations
 
 import io
+import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +30,7 @@ SLICE = 25_000
 def slices(n: int, cut: int | None = None) -> list[tuple[int, int]]:
     """[lo, hi) bounds covering ``n`` records in :data:`SLICE`-sized steps, one bound also at ``cut``."""
     bounds = sorted({*range(0, n, SLICE), n, *([cut] if cut is not None and 0 < cut < n else [])})
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
+    return list(itertools.pairwise(bounds))
 
 
 class UsageWriter:

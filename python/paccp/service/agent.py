@@ -329,7 +329,9 @@ class Agent:
                 batch = list(self.state["spool"][:SHIP_BATCH])
             rates = dict(self._rates)
             try:
-                r = self._call("POST", "/v1/agent/report", self.relay, json={"records": batch, "rates": rates})
+                r = self._call(
+                    "POST", "/v1/agent/report", self.relay, json={"records": batch, "rates": rates}
+                )
             except (httpx.HTTPError, OSError) as exc:
                 self.metrics.connected.set(0)
                 self.metrics.ship_failures.inc()

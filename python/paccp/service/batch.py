@@ -79,8 +79,12 @@ def _parse(body: bytes) -> tuple[list[str], list[dict[str, int]], str]:
     for i, h in enumerate(hosts):
         ok = isinstance(h, dict) and not set(h) - {"session", "rates"} and isinstance(h.get("session"), str)
         r = h.get("rates", {}) if ok else None
-        if not ok or not isinstance(r, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10**15 for v in r.values()
+        if (
+            not ok
+            or not isinstance(r, dict)
+            or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10**15 for v in r.values()
+            )
         ):
             raise ServiceError(422, f"hosts.{i}: an object with a session string and rates in bit/s")
         sessions.append(h["session"])

@@ -163,12 +163,19 @@ def bench_service_cmd(
     ] = "30s",
     workers: Annotated[int, typer.Option("--workers", help="reports in flight at most")] = 64,
     out: Annotated[str, typer.Option("--out", help="also write the JSON to this file")] = "",
+    via: Annotated[
+        str,
+        typer.Option("--via", help="usage path: controller (each host), relay (a relay process), batches"),
+    ] = "controller",
+    hosts_per_batch: Annotated[
+        int, typer.Option("--hosts-per-batch", help="--via batches: hosts per request")
+    ] = 1000,
 ) -> None:
     """The controller under load on loopback over a throwaway PostgreSQL: usage ingest and API latency."""
     from paccp.service.bench import run_cli
 
     p, s, a = (parse_duration_ns(x) / 1e9 for x in (period, seconds, api_seconds))
-    run_cli(hosts, vms, p, s, rps, a, workers, out)
+    run_cli(hosts, vms, p, s, rps, a, workers, out, via, hosts_per_batch)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:

@@ -20,6 +20,7 @@ failures, reports refused, reports waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -69,7 +70,13 @@ class Relay:
     """Gathers reports and forwards them in batches (one batch in flight at a time per relay)."""
 
     def __init__(
-        self, controller: str, token: str, *, flush_s: float = 0.2, retry_s: float = 8.0, max_records: int = 6000
+        self,
+        controller: str,
+        token: str,
+        *,
+        flush_s: float = 0.2,
+        retry_s: float = 8.0,
+        max_records: int = 6000,
     ) -> None:
         self.controller = controller.rstrip("/")
         self._auth = {"Authorization": f"Bearer {token}"}
@@ -146,10 +153,8 @@ class Relay:
     async def run(self) -> None:
         """Forward batches until cancelled."""
         while True:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=self.flush_s)
-            except TimeoutError:
-                pass
             self.wake.clear()
             while self.queue:
                 await self._forward(self._take())
@@ -193,7 +198,9 @@ def create_relay_app(controller: str, token: str, **kw: Any) -> FastAPI:
             doc = json.loads(await request.body())
         except ValueError:
             return JSONResponse({"error": "request: not JSON"}, 422)
-        recs, rates = (doc.get("records", []), doc.get("rates", {})) if isinstance(doc, dict) else (None, None)
+        recs, rates = (
+            (doc.get("records", []), doc.get("rates", {})) if isinstance(doc, dict) else (None, None)
+        )
         if (
             not isinstance(recs, list)
             or len(recs) > MAX_RECORDS
@@ -201,13 +208,17 @@ def create_relay_app(controller: str, token: str, **kw: Any) -> FastAPI:
             or not isinstance(rates, dict)
             or set(doc) - {"records", "rates"}
         ):
-            return JSONResponse({"error": f'request: {{"records": [<= {MAX_RECORDS} objects], "rates": {{}}}}'}, 422)
+            return JSONResponse(
+                {"error": f'request: {{"records": [<= {MAX_RECORDS} objects], "rates": {{}}}}'}, 422
+            )
         status, out = await holder["relay"].submit(authorization.removeprefix("Bearer ").strip(), recs, rates)
         return JSONResponse(out, status)
 
     @app.get("/metrics")
     def metrics() -> Response:
-        return Response(generate_latest(holder["relay"].metrics.registry), media_type="text/plain; version=0.0.4")
+        return Response(
+            generate_latest(holder["relay"].metrics.registry), media_type="text/plain; version=0.0.4"
+        )
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
