@@ -520,12 +520,15 @@ class Ledger:
                 " AND record_id IN (SELECT value FROM json_each(?))"
             )
         else:
-            sql = "SELECT record_id, content_sha256 FROM usage WHERE tenant = %s AND record_id = ANY(%s)"
+            sql = (
+                "SELECT record_id, content_sha256 FROM usage WHERE tenant = %s"
+                " AND record_id = ANY(%s::text[])"
+            )
         out: dict[tuple[str, str], str] = {}
         cur = dbapi.cursor()
         try:
             for tn, rids in by_tenant.items():
-                cur.execute(sql, (tn, json.dumps(rids) if self.dialect == "sqlite" else rids))
+                cur.execute(sql, (tn, json.dumps(rids) if self.dialect == "sqlite" else pg_text_array(rids)))
                 out.update({(tn, a): b for a, b in cur.fetchall()})
         finally:
             cur.close()
@@ -626,6 +629,12 @@ _USAGE_COLS = [
     "deadline_met",
     "guarantee",
 ]
+
+
+def pg_text_array(values: list[str]) -> str:
+    """``values`` as one PostgreSQL array literal (``{"a","b"}``) for a ``%s::text[]`` parameter: psycopg
+    dumps a Python list of strings element by element in Python, several times slower for large lists."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
 def _content_hash(r: UsageRecord) -> str:

@@ -25,11 +25,9 @@ from typing import Any
 from fastapi import FastAPI, Header, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
-from sqlalchemy import select, update
 
 from paccp.common.usage import UsageRecord
-from paccp.pricing.ledger import IngestResult, Ledger
-from paccp.pricing.schema import svc_host, svc_vm
+from paccp.pricing.ledger import IngestResult, Ledger, pg_text_array
 from paccp.service._store import HOST_LEASE_NS, ServiceError, Store, digest, same_secret
 
 #: Hosts in one batch at most (each host's records also count against the body limit).
@@ -37,29 +35,36 @@ MAX_HOSTS = 5000
 PATH = "/v1/relay/report"
 
 
+def _in(store: Store, sql: str, values: list[str]) -> tuple[str, Any]:
+    """``sql`` with its one ``IN ?`` bound to ``values`` as ONE parameter (a PostgreSQL array literal, an
+    SQLite JSON array): a query with thousands of bound parameters costs more to build than to run."""
+    if store.engine.dialect.name == "postgresql":
+        return sql.replace("IN ?", "= ANY(%s::text[])").replace("?", "%s"), pg_text_array(values)
+    return sql.replace("IN ?", "IN (SELECT value FROM json_each(?))"), json.dumps(values)
+
+
 def hosts_of(store: Store, sessions: list[str], now_ns: int) -> list[str | None]:
     """The host each session holds (None: unknown), marking them seen; one query (and one update)."""
     digests = [digest(s) for s in sessions]
+    sql, arg = _in(
+        store, "SELECT session_sha256, name, last_seen_ns FROM svc_host WHERE session_sha256 IN ?", digests
+    )
     with store.engine.connect() as conn:
-        rows = conn.execute(
-            select(svc_host.c.session_sha256, svc_host.c.name, svc_host.c.last_seen_ns).where(
-                svc_host.c.session_sha256.in_(sorted(set(digests)))
-            )
-        ).all()
+        rows = conn.exec_driver_sql(sql, (arg,)).all()
     found = {str(d): (str(n), int(s)) for d, n, s in rows}
     stale = sorted(n for n, seen in found.values() if now_ns - seen > HOST_LEASE_NS // 3)
     if stale:
+        sql, arg = _in(store, "UPDATE svc_host SET last_seen_ns = ? WHERE name IN ?", stale)
         with store.write() as conn:
-            conn.execute(update(svc_host).where(svc_host.c.name.in_(stale)).values(last_seen_ns=now_ns))
+            conn.exec_driver_sql(sql, (now_ns, arg))
     return [found[d][0] if d in found else None for d in digests]
 
 
 def vms_on(store: Store, hosts: list[str]) -> dict[str, tuple[str, str]]:
     """{VM: (tenant, host)} of the VMs on ``hosts`` (one query)."""
+    sql, arg = _in(store, "SELECT name, tenant, host FROM svc_vm WHERE host IN ?", sorted(set(hosts)))
     with store.engine.connect() as conn:
-        rows = conn.execute(
-            select(svc_vm.c.name, svc_vm.c.tenant, svc_vm.c.host).where(svc_vm.c.host.in_(sorted(set(hosts))))
-        ).all()
+        rows = conn.exec_driver_sql(sql, (arg,)).all()
     return {str(a): (str(b), str(c)) for a, b, c in rows}
 
 
