@@ -1,4 +1,4 @@
-"""``paccp serve`` (the controller) and ``paccp agent`` (one per host)."""
+"""``paccp serve`` (the controller), ``paccp agent`` (one per host) and ``paccp relay`` (one per rack)."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ def bench_service_cmd(
 
 
 def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
-    """Add ``serve`` and ``agent`` to the root app, and ``service`` to ``bench``."""
+    """Add ``serve``, ``agent`` and ``relay`` to the root app, and ``service`` to ``bench``."""
     app.command("serve")(serve_cmd)
     app.command("agent")(agent_cmd)
     app.command("relay")(relay_cmd)
