@@ -9,7 +9,7 @@ one line on stderr with exit code 2.
 - Linux datapath: ``datapath ...``, ``testbed ...``, ``bench datapath`` (``paccp.datapath.cli``)
 - cross-check against ns-3 and the kernel: ``crosscheck`` (``paccp.crosscheck.cli``)
 - scheme comparison: ``compare`` (``paccp.compare.cli``)
-- the running service: ``serve``, ``agent`` (``paccp.service.cli``)
+- the running service: ``serve``, ``agent``, ``relay`` (``paccp.service.cli``)
 """
 
 from __future__ import annotations

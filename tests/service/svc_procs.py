@@ -98,8 +98,10 @@ class AgentProc:
         usage_period: str = "300ms",
         applier: str = "fake",
         extra: tuple[str, ...] = (),
+        relay: str | None = None,
     ) -> None:
         self.ctl, self.host, self.dir, self.applier, self.extra = ctl, host, state_dir, applier, extra
+        self.relay = relay
         self.metrics_port = free_port()
         self.usage_period = usage_period
         self.log = state_dir.parent / f"agent-{host}-{state_dir.name}.log"
@@ -110,7 +112,8 @@ class AgentProc:
                "--token-file", str(self.ctl.tmp / "agent.token"), "--state-dir", str(self.dir),
                "--applier", self.applier, "--metrics-port", str(self.metrics_port), "--usage-period",
                self.usage_period, "--rate-period", "200ms", "--wait", "2s",
-               "--log-level", "debug", *self.extra]  # fmt: skip
+               "--log-level", "debug", *self.extra,
+               *(["--relay", self.relay] if self.relay else [])]  # fmt: skip
         with self.log.open("ab") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
         return self

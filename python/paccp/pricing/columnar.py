@@ -58,6 +58,16 @@ class Columns:
     def __len__(self) -> int:
         return len(self.hashes)
 
+    def keys(self) -> tuple[list[str], list[str]]:
+        """(tenant, record_id) of every record, as two lists."""
+        return self.data["tenant"], self.data["record_id"]
+
+    def columns(self, lo: int, hi: int) -> Columns:
+        """Records ``lo`` to ``hi``."""
+        if (lo, hi) == (0, len(self)):
+            return self
+        return Columns({k: v[lo:hi] for k, v in self.data.items()}, self.hashes[lo:hi])
+
 
 def _arrow_schema() -> Any:
     import pyarrow as pa
@@ -79,8 +89,8 @@ def _bounds(field: str) -> tuple[int | None, int | None]:
     return lo, hi
 
 
-def read_plain_jsonl(data: bytes, models: Callable[[list[str]], Mapping[str, str]]) -> Columns | None:
-    """Validated columns of a plain JSONL file's bytes, or None: read it record by record instead.
+def read_plain(data: bytes, models: Callable[[list[str]], Mapping[str, str]]) -> PlainUsage | None:
+    """The validated records of a plain JSONL file's bytes, or None: read it record by record instead.
 
     ``models(names)`` gives the pricing model of each of the named tenants that exists; a file naming an
     unknown tenant, or one whose model checks each record when charging (SoftBW,
@@ -163,11 +173,60 @@ def read_plain_jsonl(data: bytes, models: Callable[[list[str]], Mapping[str, str
 
     sv = pc.fill_null(sv, 1)
     guarantee = pc.fill_null(col["guarantee"], "none")
-    values = {**col, "schema_version": sv, "guarantee": guarantee, "omega": omega}
-    lines = _canonical_lines(values)
-    hashes = [hashlib.sha256(x).hexdigest() for x in lines.to_pylist()]
-    out = {k: values[k].to_pylist() for k in UsageRecord.model_fields if k != "schema_version"}
-    return Columns(out, hashes)
+    return PlainUsage({**col, "schema_version": sv, "guarantee": guarantee, "omega": omega})
+
+
+def read_plain_jsonl(data: bytes, models: Callable[[list[str]], Mapping[str, str]]) -> Columns | None:
+    """:func:`read_plain` as :class:`Columns` of the whole file (hashes and Python values), or None."""
+    plain = read_plain(data, models)
+    return None if plain is None else plain.columns(0, len(plain))
+
+
+@dataclass(frozen=True)
+class PlainUsage:
+    """A plain file's records, validated, as Arrow columns (omega canonical, defaults filled in).
+
+    The content hashes and the values are made slice by slice (:meth:`columns`, :meth:`table`), so the
+    ledger can write one slice while the next is made (Arrow works outside the interpreter lock, and the
+    database drivers release it while the database works).
+    """
+
+    values: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.values["record_id"])
+
+    def keys(self) -> tuple[list[str], list[str]]:
+        """(tenant, record_id) of every record, as two lists."""
+        return self.values["tenant"].to_pylist(), self.values["record_id"].to_pylist()
+
+    def tenant_names(self) -> set[str]:
+        """The tenants the records belong to."""
+        import pyarrow.compute as pc
+
+        return set(pc.unique(self.values["tenant"]).to_pylist())
+
+    def hashes(self, lo: int, hi: int) -> list[str]:
+        """SHA-256 (hex) of the canonical line of each of records ``lo`` to ``hi``."""
+        part = {k: v.slice(lo, hi - lo) for k, v in self.values.items()}
+        return [hashlib.sha256(x).hexdigest() for x in _canonical_lines(part).to_pylist()]
+
+    def columns(self, lo: int, hi: int) -> Columns:
+        """Records ``lo`` to ``hi`` as :class:`Columns` (Python values, content hashes)."""
+        out = {
+            k: self.values[k].slice(lo, hi - lo).to_pylist()
+            for k in UsageRecord.model_fields
+            if k != "schema_version"
+        }
+        return Columns(out, self.hashes(lo, hi))
+
+    def table(self, lo: int, hi: int, names: list[str], extra: Mapping[str, Any]) -> Any:
+        """Records ``lo`` to ``hi`` as an Arrow table of the columns ``names``; ``extra`` gives further
+        columns (Arrow arrays or Python lists of that length)."""
+        import pyarrow as pa
+
+        cols = [extra[k] if k in extra else self.values[k].slice(lo, hi - lo) for k in names]
+        return pa.table(cols, names=names)
 
 
 def _canonical_lines(values: dict[str, Any]) -> Any:

@@ -367,8 +367,6 @@ class Ledger:
         A plain JSON Lines file is read column-wise (:mod:`paccp.pricing.columnar`); any other file, or one
         that reader leaves alone, record by record (the same rows, hashes and errors).
         """
-        from paccp.pricing.columnar import read_plain_jsonl
-
         p = Path(path)
         if tenant is not None:
             self.tenant(tenant)  # unknown tenant: say so before reading a large file
@@ -377,13 +375,9 @@ class Ledger:
                 data = p.read_bytes()
             except OSError as exc:
                 raise UserError(f"{p}: cannot read ({exc.strerror})") from None
-            cols = read_plain_jsonl(
-                data, lambda names: {n: t.model for n, t in self.tenants_named(names).items()}
-            )
-            if cols is not None and (tenant is None or set(cols.data["tenant"]) == {tenant}):
-                if progress is not None:
-                    progress(len(cols))
-                return self._store(cols, str(p), hashlib.sha256(data).hexdigest(), tenant)
+            res = self.ingest_jsonl(data, str(p), tenant=tenant, progress=progress)
+            if res is not None:
+                return res
             del data
         records: list[UsageRecord] = []
         digest = hashlib.sha256()
@@ -395,6 +389,31 @@ class Ledger:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
         return self.ingest(records, str(p), digest.hexdigest(), tenant=tenant)
+
+    def ingest_jsonl(
+        self,
+        data: bytes,
+        where: str,
+        *,
+        tenant: str | None,
+        progress: Callable[[int], None] | None = None,
+        check: Callable[[list[str], list[str]], None] | None = None,
+    ) -> IngestResult | None:
+        """Ingest the records of plain JSON Lines ``data`` column-wise (:mod:`paccp.pricing.columnar`), in
+        ONE transaction; None if the reader leaves them to the record path (nothing written).
+
+        ``check(tenants, vms)`` (one entry per record) may refuse the records before anything is written.
+        """
+        from paccp.pricing.columnar import read_plain
+
+        plain = read_plain(data, self._models)
+        if plain is None or (tenant is not None and plain.tenant_names() != {tenant}):
+            return None
+        if progress is not None:
+            progress(len(plain))
+        if check is not None:
+            check(plain.keys()[0], plain.values["vm"].to_pylist())
+        return self._store(plain, where, hashlib.sha256(data).hexdigest(), tenant)
 
     def ingest(
         self,
@@ -446,53 +465,42 @@ class Ledger:
         return self._store(Columns(data, hashes), where, file_sha, tenant)
 
     @_db_errors
-    def _store(self, cols: Any, where: str, file_sha: str, tenant: str | None) -> IngestResult:
-        """Write validated, distinct records (:class:`paccp.pricing.columnar.Columns`) in ONE transaction.
+    def _store(self, src: Any, where: str, file_sha: str, tenant: str | None) -> IngestResult:
+        """Write validated, distinct records (:class:`~paccp.pricing.columnar.Columns` or
+        :class:`~paccp.pricing.columnar.PlainUsage`) in ONE transaction.
 
-        Under the write lock: one query per tenant finds the ids already stored (same content: unchanged;
-        other content: the whole ingest is refused), the batch row is inserted, then the new rows in bulk.
+        Under the write lock: one query per tenant finds the ids already stored, the batch row is inserted,
+        then the new rows go in slice by slice (:mod:`paccp.pricing.bulk`); a stored id with other content
+        refuses the whole ingest (nothing is committed).
         """
+        from paccp.pricing.bulk import UsageWriter, slices
+
         sleep_s = float(os.environ.get(SLEEP_ENV, "0") or 0)
-        tn_col, id_col = cols.data["tenant"], cols.data["record_id"]
+        n = len(src)
         with self._write() as conn:
+            tn_col, id_col = src.keys()
             existing = self._stored_hashes(conn, tn_col, id_col)
-            fresh: list[int] = []
-            for i, key in enumerate(zip(tn_col, id_col, strict=True)) if existing else ():
-                had = existing.get(key)
-                if had is None:
-                    fresh.append(i)
-                elif had != cols.hashes[i]:
-                    raise UserError(
-                        f"{where}: record_id {key[1]!r} was already ingested with different content"
-                    )
-            if not existing:
-                fresh = list(range(len(cols)))
-            n_same = len(cols) - len(fresh)
-            if not fresh:
-                return IngestResult(where, 0, n_same, None)
-            res = conn.execute(
-                schema.ingest_batch.insert(),
-                {"tenant": tenant, "source_file": where, "file_sha256": file_sha, "n_new": len(fresh),
-                 "n_same": n_same, "ingested_at": _now()},
-            )  # fmt: skip
-            batch_id = int(res.inserted_primary_key[0])  # type: ignore[index]
-            names = [c.name for c in schema.usage.columns]
-            extra = {"batch_id": [batch_id] * len(cols), "content_sha256": cols.hashes}
-            columns = [extra[c] if c in extra else cols.data[c] for c in names]
-            rows = list(zip(*columns, strict=True))
-            if len(fresh) != len(rows):
-                rows = [rows[i] for i in fresh]
-            half = len(rows) // 2
-            stored = 0
-            for part_no, part in enumerate((rows[:half], rows[half:])):
-                if part:
-                    stored += self._insert_usage(conn, names, part)
-                if part_no == 0 and sleep_s > 0:
+            n_same = sum(1 for key in zip(tn_col, id_col, strict=True) if key in existing) if existing else 0
+            batch_id: int | None = None
+            if n_same < n:
+                res = conn.execute(
+                    schema.ingest_batch.insert(),
+                    {"tenant": tenant, "source_file": where, "file_sha256": file_sha, "n_new": n - n_same,
+                     "n_same": n_same, "ingested_at": _now()},
+                )  # fmt: skip
+                batch_id = int(res.inserted_primary_key[0])  # type: ignore[index]
+            half = n // 2
+
+            def after(hi: int) -> None:
+                if hi == half and sleep_s > 0 and batch_id is not None:
                     print(f"INGEST-MIDWAY {half}", file=sys.stderr, flush=True)
                     time.sleep(sleep_s)
-            if stored != len(rows):  # cannot happen under the write lock; never commit a partial file
-                raise UserError(f"{where}: {len(rows) - stored} records conflicted while writing")
-            return IngestResult(where, len(rows), n_same, batch_id)
+
+            writer = UsageWriter(conn.connection.dbapi_connection, self.dialect, src, existing, where)
+            made, stored = writer.run(slices(n, half if sleep_s > 0 else None), batch_id, after)
+            if made != n - n_same or stored != made:  # cannot happen under the write lock; never commit
+                raise UserError(f"{where}: {n - n_same - stored} records conflicted while writing")
+            return IngestResult(where, stored, n_same, batch_id)
 
     def _stored_hashes(
         self, conn: Connection, tenants: list[str], ids: list[str]
@@ -512,44 +520,19 @@ class Ledger:
                 " AND record_id IN (SELECT value FROM json_each(?))"
             )
         else:
-            sql = "SELECT record_id, content_sha256 FROM usage WHERE tenant = %s AND record_id = ANY(%s)"
+            sql = (
+                "SELECT record_id, content_sha256 FROM usage WHERE tenant = %s"
+                " AND record_id = ANY(%s::text[])"
+            )
         out: dict[tuple[str, str], str] = {}
         cur = dbapi.cursor()
         try:
             for tn, rids in by_tenant.items():
-                cur.execute(sql, (tn, json.dumps(rids) if self.dialect == "sqlite" else rids))
+                cur.execute(sql, (tn, json.dumps(rids) if self.dialect == "sqlite" else pg_text_array(rids)))
                 out.update({(tn, a): b for a, b in cur.fetchall()})
         finally:
             cur.close()
         return out
-
-    def _insert_usage(self, conn: Connection, names: list[str], rows: list[tuple[Any, ...]]) -> int:
-        """Insert ``rows`` (values in the order of ``names``, omega as its canonical decimal text) in bulk;
-        return how many went in.
-
-        SQLite: one ``executemany`` of ``INSERT ... ON CONFLICT (tenant, record_id) DO NOTHING`` on the
-        driver's cursor. PostgreSQL: ``COPY usage FROM STDIN`` (row-by-row INSERTs cost several times more
-        there); the rows were checked to be new under the write lock, and a row that were not would abort
-        the transaction (a unique violation), never half-write it. Same transaction either way.
-        """
-        cols = ", ".join(names)
-        dbapi: Any = conn.connection.dbapi_connection  # the driver's connection, inside this transaction
-        if self.dialect == "sqlite":
-            marks = ", ".join("?" * len(names))
-            cur = dbapi.cursor()
-            try:
-                cur.executemany(
-                    f"INSERT INTO usage ({cols}) VALUES ({marks}) ON CONFLICT (tenant, record_id) DO NOTHING",
-                    rows,
-                )
-                return int(cur.rowcount)  # sqlite3: the rows executemany inserted
-            finally:
-                cur.close()
-        with dbapi.cursor() as cur:
-            with cur.copy(f"COPY usage ({cols}) FROM STDIN") as cp:
-                for r in rows:
-                    cp.write_row(r)
-            return int(cur.rowcount)
 
     @_db_errors
     def usage(self, tenant: str, start_ns: int, end_ns: int) -> list[UsageRecord]:
@@ -646,6 +629,12 @@ _USAGE_COLS = [
     "deadline_met",
     "guarantee",
 ]
+
+
+def pg_text_array(values: list[str]) -> str:
+    """``values`` as one PostgreSQL array literal (``{"a","b"}``) for a ``%s::text[]`` parameter: psycopg
+    dumps a Python list of strings element by element in Python, several times slower for large lists."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
 def _content_hash(r: UsageRecord) -> str:

@@ -89,8 +89,10 @@ class Agent:
         usage_period_s: float = 10.0,
         rate_period_s: float = 1.0,
         wait_s: float = WAIT_S,
+        relay: str | None = None,
     ) -> None:
         self.controller = controller.rstrip("/")
+        self.relay = relay.rstrip("/") if relay else None  # usage goes through it (paccp relay), if given
         self.host = host
         self._enrol = enrol_token
         self.dir = state_dir
@@ -155,17 +157,14 @@ class Agent:
             self._save()
         log.info("registered host %s", self.host)
 
-    def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    def _call(self, method: str, path: str, base: str | None = None, **kw: Any) -> httpx.Response:
         if not self.state["session"]:
             self.register()
-        r = self.http.request(
-            method, f"{self.controller}{path}", headers=self._auth(self.state["session"]), **kw
-        )
+        url = f"{base or self.controller}{path}"
+        r = self.http.request(method, url, headers=self._auth(self.state["session"]), **kw)
         if r.status_code == 401:  # session replaced (e.g. the controller's database was reset): once more
             self.register()
-            r = self.http.request(
-                method, f"{self.controller}{path}", headers=self._auth(self.state["session"]), **kw
-            )
+            r = self.http.request(method, url, headers=self._auth(self.state["session"]), **kw)
         return r
 
     # --- reconcile ------------------------------------------------------------------------------
@@ -340,7 +339,9 @@ class Agent:
                 batch = list(self.state["spool"][:SHIP_BATCH])
             rates = dict(self._rates)
             try:
-                r = self._call("POST", "/v1/agent/report", json={"records": batch, "rates": rates})
+                r = self._call(
+                    "POST", "/v1/agent/report", self.relay, json={"records": batch, "rates": rates}
+                )
             except (httpx.HTTPError, OSError) as exc:
                 self.metrics.connected.set(0)
                 self.metrics.ship_failures.inc()

@@ -581,4 +581,7 @@ def create_app(
     def healthz() -> dict[str, Any]:
         return {"ok": True, "generation": store.generation()}
 
+    from paccp.service.batch import add_routes
+
+    add_routes(app, store, ledger, agent_sha)  # POST /v1/relay/report: many hosts' usage from a relay
     return app

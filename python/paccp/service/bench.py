@@ -6,9 +6,13 @@
 3. ``paccp serve`` as a child process, on a free loopback port.
 4. Tenant reads at ``--rps`` requests/s for ``--api-seconds`` (:func:`paccp.service.loadgen.api_load`) by a
    tenant with 4 VMs: latency percentiles.
-5. Usage: every host reports one record per VM every ``--period`` for ``--seconds``, one report per host
-   as an agent sends it (:func:`paccp.service.loadgen.usage_load`); afterwards the ledger must hold every
-   acknowledged record exactly once.
+5. Usage: every host reports one record per VM every ``--period`` for ``--seconds``; afterwards the ledger
+   must hold every acknowledged record exactly once (counted by the database). ``--via`` says how it
+   travels: ``controller``, one report per host to the controller as an agent sends it
+   (:func:`paccp.service.loadgen.usage_load`); ``relay``, the same reports to a real ``paccp relay`` in
+   front of the controller (its CPU per report gives how many hosts one relay takes); ``batches``, the
+   relays' side: ``--hosts-per-batch`` hosts' reports per ``POST /v1/relay/report``
+   (:func:`paccp.service.loadgen.relay_batches_load`), the path of a cloud with one relay per rack.
 
 The generator is bounded (at most ``--workers`` requests in flight, nothing started after the time is up);
 reports it could not start on time are counted as ``missed_reports``. Each phase gives the controller's CPU
@@ -59,6 +63,48 @@ def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+#: How the usage reaches the controller: each host itself, through a real relay process, or as the
+#: batches rack relays send (the generator plays the relays).
+VIAS = ("controller", "relay", "batches")
+
+
+def _start(cmd: list[str], log_path: Path, url: str, what: str) -> subprocess.Popen[bytes]:
+    """Start a child (its output into ``log_path``) and wait until ``url``/healthz answers."""
+    import httpx
+
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            tail = log_path.read_text(errors="replace")[-400:]
+            raise UserError(f"bench service: the {what} did not start: {tail.strip()}")
+        time.sleep(0.2)
+
+
+def _stored(db: str, tenant: str) -> tuple[int, int]:
+    """(usage rows, distinct record ids) of ``tenant`` in the ledger, counted by the database."""
+    from sqlalchemy import func, select
+
+    from paccp.pricing.ledger import Ledger
+    from paccp.pricing.schema import usage
+
+    led = Ledger(db, create=False)
+    try:
+        with led.engine.connect() as conn:
+            q = select(func.count(), func.count(usage.c.record_id.distinct())).where(usage.c.tenant == tenant)
+            n, d = conn.execute(q).one()
+    finally:
+        led.close()
+    return int(n), int(d)
+
+
 def enrol_bulk(db: str, hosts: int, vms: int) -> tuple[str, str, dict[str, str]]:
     """Tenant ``load`` with ``hosts`` hosts held by sessions and ``vms`` VMs on each (in one transaction),
     and tenant ``reader`` with 4 VMs for the API load: (``load``, reader's token, {host: session})."""
@@ -102,12 +148,12 @@ def run_cli(
     workers: int,
     out: str,
     serve_workers: int = 1,
+    via: str = "controller",
+    hosts_per_batch: int = 1000,
 ) -> None:
     """Run the bench; print the JSON (and write it to ``out``)."""
-    import httpx
-
     from paccp.pricing.pgtemp import temp_postgres
-    from paccp.service.loadgen import api_load, usage_load
+    from paccp.service.loadgen import api_load, relay_batches_load, usage_load
 
     if not (1 <= hosts <= 1_000_000 and 1 <= vms <= 64 and 0 < period_s <= 3600 and 0 < seconds <= 3600):
         raise UserError("--hosts 1..1,000,000, --vms 1..64, --period and --seconds in (0, 1 h]")
@@ -117,6 +163,8 @@ def run_cli(
         raise UserError(
             "--rps in (0, 100,000], --api-seconds 0..3600, --workers 1..512, --serve-workers 1..64"
         )
+    if via not in VIAS or not 1 <= hosts_per_batch <= 5000:
+        raise UserError(f"--via is one of {', '.join(VIAS)}; --hosts-per-batch 1..5000")
     doc: dict[str, Any] = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
                                        "cpu_count": os.cpu_count()}}  # fmt: skip
     with temp_postgres(durable=True) as pg, tempfile.TemporaryDirectory(prefix="paccp-svcbench-") as tmp:
@@ -131,20 +179,9 @@ def run_cli(
         cmd = [sys.executable, "-c", "from paccp.cli import main; main()", "serve", "--db", db,
                "--port", str(port), "--admin-token-file", str(admin), "--agent-token-file", str(agent),
                "--log-level", "warning", "--workers", str(serve_workers)]  # fmt: skip
-        with (Path(tmp) / "serve.log").open("wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = _start(cmd, Path(tmp) / "serve.log", url, "controller")
+        procs = [proc]
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = (Path(tmp) / "serve.log").read_text(errors="replace")[-400:]
-                    raise UserError(f"bench service: the controller did not start: {tail.strip()}")
-                time.sleep(0.2)
             if api_seconds > 0:
                 print(f"bench service: {rps} requests/s for {api_seconds} s ...", file=sys.stderr, flush=True)
                 before, cpu = _load(), _cpu_s(proc.pid)
@@ -153,28 +190,44 @@ def run_cli(
                 per_req = res["controller_cpu_s"] * 1e3 / max(res["requests"], 1)
                 res.update(controller_cpu_ms_per_request=round(per_req, 2), serve_workers=serve_workers)
                 doc["api"] = {**res, "load_average_before": before, "load_average_after": _load()}
-            print(f"bench service: usage for {seconds} s ...", file=sys.stderr, flush=True)
+            print(f"bench service: usage for {seconds} s ({via}) ...", file=sys.stderr, flush=True)
+            target, relay_pid = url, None
+            if via == "relay":  # a real relay in front of the controller; the simulated agents report to it
+                rport = _free_port()
+                rcmd = [sys.executable, "-c", "from paccp.cli import main; main()", "relay",
+                        "--controller", url, "--token-file", str(agent), "--port", str(rport),
+                        "--log-level", "warning"]  # fmt: skip
+                target = f"http://127.0.0.1:{rport}"
+                procs.append(_start(rcmd, Path(tmp) / "relay.log", target, "relay"))
+                relay_pid = procs[-1].pid
             before, cpu = _load(), _cpu_s(proc.pid)
+            rcpu = _cpu_s(relay_pid) if relay_pid else 0.0
             scpu = pg.server_cpu_s()
-            res = usage_load(url, tenant, sessions, vms, period_s, seconds, None, workers=workers)
+            if via == "batches":
+                enrol = agent.read_text(encoding="utf-8").strip()
+                res = relay_batches_load(url, enrol, tenant, sessions, vms, period_s, seconds,
+                                         hosts_per_batch, workers=workers)  # fmt: skip
+            else:
+                res = usage_load(target, tenant, sessions, vms, period_s, seconds, None, workers=workers)
             ctl_cpu, pg_cpu = _cpu_s(proc.pid) - cpu, pg.server_cpu_s() - scpu
-            res.update(controller_cpu_s=round(ctl_cpu, 2), postgres_cpu_s=round(pg_cpu, 2),
+            res.update(via=via, controller_cpu_s=round(ctl_cpu, 2), postgres_cpu_s=round(pg_cpu, 2),
                        records_per_controller_cpu_s=round(res["acknowledged"] / max(ctl_cpu, 1e-9)),
                        load_average_before=before, load_average_after=_load())  # fmt: skip
+            if relay_pid:
+                relay_cpu = _cpu_s(relay_pid) - rcpu
+                per_report = relay_cpu / max(res["acknowledged"] / vms, 1)
+                res.update(relay_cpu_s=round(relay_cpu, 2),
+                           relay_cpu_ms_per_report=round(per_report * 1e3, 3),
+                           hosts_per_relay_core=round(period_s / max(per_report, 1e-9)))  # fmt: skip
         finally:
-            proc.terminate()  # uvicorn drains in-flight requests first; a backlog may take longer
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        from paccp.pricing.ledger import Ledger
-
-        led = Ledger(db, create=False)
-        stored = led.usage(tenant, 0, 2**62)
-        led.close()
-        res["in_ledger"] = len(stored)
-        res["distinct_ids"] = len({r.record_id for r in stored})
+            for p in reversed(procs):
+                p.terminate()  # uvicorn drains in-flight requests first; a backlog may take longer
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        res["in_ledger"], res["distinct_ids"] = _stored(db, tenant)
         res["nothing_lost_or_doubled"] = res["in_ledger"] == res["distinct_ids"] == res["acknowledged"]
         doc["usage"] = res
     doc["targets"] = {"usage_records_per_s": 40_000, "api_p99_ms_at_200_rps": 100}

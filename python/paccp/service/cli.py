@@ -1,4 +1,4 @@
-"""``paccp serve`` (the controller) and ``paccp agent`` (one per host)."""
+"""``paccp serve`` (the controller), ``paccp agent`` (one per host) and ``paccp relay`` (one per rack)."""
 
 from __future__ import annotations
 
@@ -122,6 +122,9 @@ def agent_cmd(
         Path | None,
         typer.Option("--host-config", help="TOML: the host's port, its VMs' interfaces and addresses"),
     ] = None,
+    relay: Annotated[
+        str | None, typer.Option("--relay", help="send usage through this relay (paccp relay), not directly")
+    ] = None,
 ) -> None:
     """The host agent: applies the desired state to the datapath, ships usage, exports metrics."""
     from paccp.service.agent import Agent
@@ -152,8 +155,39 @@ def agent_cmd(
         usage_period_s=periods[0],
         rate_period_s=periods[1],
         wait_s=periods[2],
+        relay=relay,
     )
     ag.run(metrics_port, metrics_addr)
+
+
+def relay_cmd(
+    controller: Annotated[str, typer.Option("--controller", help="controller URL")] = "http://127.0.0.1:8080",
+    token_file: Annotated[Path, typer.Option("--token-file", help="the agents' enrolment token")] = Path(
+        "/etc/paccp/agent.token"
+    ),
+    bind: Annotated[str, typer.Option("--bind", help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port")] = 8081,
+    flush: Annotated[str, typer.Option("--flush", help="longest a report waits for its batch")] = "200ms",
+    retry: Annotated[str, typer.Option("--retry", help="how long a batch is retried before 503")] = "8s",
+    batch_records: Annotated[int, typer.Option("--batch-records", help="records per batch at most")] = 6000,
+    log_level: Annotated[str, typer.Option("--log-level")] = "info",
+) -> None:
+    """A rack's usage relay: agents report to it, it forwards their reports to the controller in batches."""
+    import uvicorn
+
+    from paccp.service.relay import create_relay_app
+
+    flush_s, retry_s = (parse_duration_ns(x) / 1e9 for x in (flush, retry))
+    if not (0 < flush_s <= 10 and 0 < retry_s <= 60 and 1 <= batch_records <= 20_000 and 0 < port < 65536):
+        raise UserError("--flush (0, 10s], --retry (0, 60s], --batch-records 1..20,000, --port 1..65535")
+    if not token_file.is_file():
+        raise UserError(f"{token_file}: no enrolment token (copy the controller's --agent-token-file)")
+    app = create_relay_app(
+        controller, token_file.read_text(encoding="utf-8").strip(), flush_s=flush_s, retry_s=retry_s,
+        max_records=batch_records,
+    )  # fmt: skip
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    uvicorn.run(app, host=bind, port=port, log_level=log_level, access_log=False)
 
 
 def bench_service_cmd(
@@ -170,17 +204,25 @@ def bench_service_cmd(
     serve_workers: Annotated[
         int, typer.Option("--serve-workers", help="the controller's worker processes (paccp serve --workers)")
     ] = 2,
+    via: Annotated[
+        str,
+        typer.Option("--via", help="usage path: controller (each host), relay (a relay process), batches"),
+    ] = "controller",
+    hosts_per_batch: Annotated[
+        int, typer.Option("--hosts-per-batch", help="--via batches: hosts per request")
+    ] = 1000,
 ) -> None:
     """The controller under load on loopback over a throwaway PostgreSQL: usage ingest and API latency."""
     from paccp.service.bench import run_cli
 
     p, s, a = (parse_duration_ns(x) / 1e9 for x in (period, seconds, api_seconds))
-    run_cli(hosts, vms, p, s, rps, a, workers, out, serve_workers)
+    run_cli(hosts, vms, p, s, rps, a, workers, out, serve_workers, via, hosts_per_batch)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer | None = None) -> None:
-    """Add ``serve`` and ``agent`` to the root app, and ``service`` to ``bench``."""
+    """Add ``serve``, ``agent`` and ``relay`` to the root app, and ``service`` to ``bench``."""
     app.command("serve")(serve_cmd)
     app.command("agent")(agent_cmd)
+    app.command("relay")(relay_cmd)
     if bench_app is not None:
         bench_app.command("service")(bench_service_cmd)

@@ -1,0 +1,152 @@
+"""The ledger's bulk write of usage rows: slice by slice, the next slice made while this one is written.
+
+A file's records are validated before anything is written (:mod:`paccp.pricing.columnar` or the record
+path); what is left per record is its content hash, its row values and the write. Those go in slices of
+:data:`SLICE` records: a worker thread makes slice k+1 (Arrow kernels and the drivers work outside the
+interpreter lock) while the caller's thread writes slice k, all in the caller's ONE transaction, so a
+failure in any slice (a record stored earlier with other content, a database error) rolls back the whole
+ingest. SQLite: ``executemany`` of ``INSERT ... ON CONFLICT DO NOTHING``. PostgreSQL: ``COPY usage FROM
+STDIN``; a plain file's slices are written by Arrow as CSV (no Python object per value), the record path's
+row by row.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from paccp.errors import UserError
+from paccp.pricing import schema
+from paccp.pricing.columnar import Columns, PlainUsage
+
+#: Records per slice: large enough that a slice's fixed costs vanish, small enough to overlap well.
+SLICE = 25_000
+
+
+def slices(n: int, cut: int | None = None) -> list[tuple[int, int]]:
+    """[lo, hi) bounds covering ``n`` records in :data:`SLICE`-sized steps, one bound also at ``cut``."""
+    bounds = sorted({*range(0, n, SLICE), n, *([cut] if cut is not None and 0 < cut < n else [])})
+    return list(itertools.pairwise(bounds))
+
+
+class UsageWriter:
+    """Writes the records of ``src`` missing from ``existing`` ((tenant, record_id) -> content hash) with
+    ``batch_id``; a record present with another hash refuses the ingest (:class:`UserError`)."""
+
+    def __init__(
+        self,
+        dbapi: Any,
+        dialect: str,
+        src: Columns | PlainUsage,
+        existing: dict[tuple[str, str], str],
+        where: str,
+    ) -> None:
+        """``dbapi``: the driver's connection, inside the caller's write transaction."""
+        self.dbapi, self.dialect, self.src, self.existing, self.where = dbapi, dialect, src, existing, where
+        self.names = [c.name for c in schema.usage.columns]
+        self.keys = src.keys() if existing else ([], [])
+
+    def _keep(self, lo: int, hashes: list[str]) -> list[int] | None:
+        """Offsets (in the slice at ``lo``) of the records to write; None: all of them."""
+        if not self.existing:
+            return None
+        tn, ids = self.keys
+        keep: list[int] = []
+        for i, h in enumerate(hashes):
+            had = self.existing.get((tn[lo + i], ids[lo + i]))
+            if had is None:
+                keep.append(i)
+            elif had != h:
+                raise UserError(
+                    f"{self.where}: record_id {ids[lo + i]!r} was already ingested with different content"
+                )
+        return keep
+
+    def make(self, lo: int, hi: int, batch_id: int | None) -> tuple[Any, int]:
+        """The payload of records [lo, hi) and its number of rows (worker thread)."""
+        if self.dialect == "postgresql" and isinstance(self.src, PlainUsage):
+            import pyarrow as pa
+            import pyarrow.csv as pcsv
+
+            hashes = self.src.hashes(lo, hi)
+            keep = self._keep(lo, hashes)
+            if batch_id is None or keep == []:
+                return b"", 0
+            extra = {"batch_id": pa.array([batch_id] * (hi - lo), pa.int64()),
+                     "content_sha256": pa.array(hashes, pa.string())}  # fmt: skip
+            table = self.src.table(lo, hi, self.names, extra)
+            if keep is not None:
+                table = table.take(pa.array(keep, pa.int64()))
+            buf = io.BytesIO()
+            # every value quoted, NULL unquoted and empty: PostgreSQL's CSV reads exactly that back
+            opts = pcsv.WriteOptions(include_header=False, quoting_style="all_valid")
+            pcsv.write_csv(table, buf, opts)
+            return buf.getvalue(), table.num_rows
+        cols = self.src.columns(lo, hi)
+        keep = self._keep(lo, cols.hashes)
+        if batch_id is None or keep == []:
+            return [], 0
+        extra = {"batch_id": [batch_id] * len(cols), "content_sha256": cols.hashes}
+        rows = list(zip(*[extra[c] if c in extra else cols.data[c] for c in self.names], strict=True))
+        if keep is not None:
+            rows = [rows[i] for i in keep]
+        return rows, len(rows)
+
+    def write(self, payload: Any) -> int:
+        """Write one payload; return the rows that went in."""
+        cols = ", ".join(self.names)
+        if self.dialect == "sqlite":
+            marks = ", ".join("?" * len(self.names))
+            cur = self.dbapi.cursor()
+            try:
+                cur.executemany(
+                    f"INSERT INTO usage ({cols}) VALUES ({marks}) ON CONFLICT (tenant, record_id) DO NOTHING",
+                    payload,
+                )
+                return int(cur.rowcount)  # sqlite3: the rows executemany inserted
+            finally:
+                cur.close()
+        # the rows were checked to be new under the write lock; one that were not would abort the
+        # transaction (a unique violation), never half-write it
+        with self.dbapi.cursor() as cur:
+            if isinstance(payload, bytes):
+                with cur.copy(f"COPY usage ({cols}) FROM STDIN (FORMAT csv)") as cp:
+                    cp.write(payload)
+            else:
+                with cur.copy(f"COPY usage ({cols}) FROM STDIN") as cp:
+                    for r in payload:
+                        cp.write_row(r)
+            return int(cur.rowcount)
+
+    def run(
+        self, bounds: Sequence[tuple[int, int]], batch_id: int | None, after: Callable[[int], None]
+    ) -> tuple[int, int]:
+        """Make and write every slice (two made ahead); ``after(hi)`` is called after each slice is
+        written. Returns (rows made, rows written)."""
+        made = written = 0
+        with ThreadPoolExecutor(1, thread_name_prefix="paccp-ingest") as pool:
+            ahead: deque[tuple[int, Future[tuple[Any, int]]]] = deque()
+            todo = iter(bounds)
+            try:
+                for lo, hi in todo:
+                    ahead.append((hi, pool.submit(self.make, lo, hi, batch_id)))
+                    if len(ahead) == 2:
+                        break
+                while ahead:
+                    hi, fut = ahead.popleft()
+                    payload, rows = fut.result()
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        ahead.append((nxt[1], pool.submit(self.make, nxt[0], nxt[1], batch_id)))
+                    made += rows
+                    if rows:
+                        written += self.write(payload)
+                    after(hi)
+            finally:
+                for _hi, fut in ahead:
+                    fut.cancel()
+        return made, written
