@@ -240,8 +240,9 @@ def relay_batches_load(
             failed.append(str(doc.get("error", doc))[:200])
 
     t = time.perf_counter()
-    lat, missed = _paced(per_period / period, seconds, batch, workers, url, timeout=aiohttp.ClientTimeout(120),
-                         headers={"Authorization": f"Bearer {enrol_token}"})  # fmt: skip
+    auth = {"Authorization": f"Bearer {enrol_token}"}
+    lat, missed = _paced(per_period / period, seconds, batch, workers, url,
+                         timeout=aiohttp.ClientTimeout(120), headers=auth)  # fmt: skip
     wall = time.perf_counter() - t
     return {
         "hosts": hosts,

@@ -125,7 +125,11 @@ def allow_cc(net: Net, cc: str) -> None:
     before = ALLOWED.read_text().strip()
     if cc not in before.split():
         ALLOWED.write_text(f"{before} {cc}")
-        net.on_cleanup.append(lambda: ALLOWED.write_text(before))
+
+        def put_back() -> None:
+            ALLOWED.write_text(before)
+
+        net.on_cleanup.append(put_back)
 
 
 def _start_traffic(
