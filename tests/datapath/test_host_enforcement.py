@@ -201,6 +201,7 @@ def test_leaf_is_chosen_by_interface_not_address(root: None) -> None:
 def test_host_enforce_command(root: None) -> None:
     """``paccp datapath host-enforce`` on a namespace's interfaces: runs, reports, serves, cleans up."""
     import contextlib
+    import functools
     import signal
     import subprocess
     import sys
@@ -227,7 +228,10 @@ def test_host_enforce_command(root: None) -> None:
             "--duration",
             "60s",
         ]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        # Ctrl-C as a user gives it: a test run started in the background (a non-interactive shell's
+        # `&`) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt in the child
+        sigint = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=sigint)
         body, deadline = (
             "",
             time.monotonic() + 40,
