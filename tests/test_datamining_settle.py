@@ -12,14 +12,8 @@ import pytest
 from cli_run import cli, one_line_error
 
 from paccp.experiments import ExperimentOptions
-from paccp.experiments.workload import (
-    SPECS,
-    below_one,
-    build_points,
-    checks_settled,
-    judged_interval,
-    run_spec,
-)
+from paccp.experiments.workload import SPECS, build_points, run_spec
+from paccp.experiments.workload_checks import below_one, checks_settled, judged_interval
 from paccp.sim.metrics import fct_totals, pooled_ratio_ci
 
 MS = 1_000_000

@@ -10,7 +10,8 @@ import pytest
 
 from paccp.experiments import ExperimentOptions, load_all
 from paccp.experiments._workload_lib import QUICK, host_roles, scenario_dict
-from paccp.experiments.workload import SPECS, checks_price, run_spec
+from paccp.experiments.workload import SPECS, run_spec
+from paccp.experiments.workload_checks import checks_price
 from paccp.scenario import parse_scenario, to_engine
 
 MS = 1_000_000

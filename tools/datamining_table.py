@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from paccp.experiments.workload import below_one, judged_interval
+from paccp.experiments.workload_checks import below_one, judged_interval
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "datamining.md"
 BEGIN, END = "<!-- results:begin (tools/datamining_table.py) -->", "<!-- results:end -->"

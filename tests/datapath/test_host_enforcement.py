@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from paccp.datapath.core import netns
+from paccp.datapath.host import cheat, overhead
 from paccp.datapath.host import enforcer as E
 from paccp.datapath.host import testbed as hb
 from paccp.errors import UserError
@@ -117,8 +118,8 @@ def test_host_share_over_committed_port(root: None, tmp_path: Path) -> None:
 
 
 def test_host_cheat_gains_nothing(root: None, tmp_path: Path) -> None:
-    s = hb.exp_cheat(f"{RATE}bit", DUR, tmp_path)
-    for variant in hb.CHEATS:
+    s = cheat.exp_cheat(f"{RATE}bit", DUR, tmp_path)
+    for variant in cheat.CHEATS:
         assert s["gains"]["enforced"][variant] <= hb.GAIN_MAX, s["gains"]
     assert s["gains"]["fifo"]["conns"] > hb.GAIN_MAX, s["gains"]  # the test can fail without enforcement
     _no_leftovers()
@@ -138,7 +139,7 @@ def test_host_fabric_law(root: None, tmp_path: Path) -> None:
 
 
 def test_host_overhead(root: None, tmp_path: Path) -> None:
-    s = hb.exp_overhead(f"{RATE}bit", 2.0, 1, tmp_path)
+    s = overhead.exp_overhead(f"{RATE}bit", 2.0, 1, tmp_path)
     assert all(10 < v < 100_000 for v in s["prog_ns_per_packet_median"].values()), s
     assert s["alone_ratio_on_over_off"]["port"] >= 0.95, s["alone_goodput_bps"]
     _no_leftovers()

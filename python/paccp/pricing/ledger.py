@@ -41,6 +41,7 @@ from paccp.common.usage import UsageRecord, _no_control, read_usage
 from paccp.errors import UserError
 from paccp.pricing import schema
 from paccp.pricing.book import MODELS, PriceBook, book_digest, parse_book
+from paccp.pricing.ledger_db import _prepare_sqlite_file, db_url
 from paccp.pricing.period import Period
 
 BUSY_TIMEOUT_S = 60.0
@@ -51,70 +52,9 @@ PG_LOCK_KEY = 0x5041_4343_504C_4447 - 2**63
 SLEEP_ENV = "PACCP_TEST_INGEST_SLEEP"
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: Where paccp before the per-user default kept its ledger (the current directory).
-LEGACY_DEFAULT = "paccp-ledger.sqlite"
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def default_db_path() -> Path:
-    """``$XDG_DATA_HOME/paccp/ledger.sqlite`` (default ``~/.local/share/paccp/ledger.sqlite``)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "paccp" / "ledger.sqlite"
-
-
-def db_url(db: str | None) -> str:
-    """``--db`` value (or ``$PACCP_LEDGER``, or the per-user default file) as an SQLAlchemy URL.
-
-    ``postgresql://`` and ``postgres://`` URLs use psycopg 3 (``postgresql+psycopg://``).
-    """
-    value = db or os.environ.get("PACCP_LEDGER") or str(default_db_path())
-    for prefix in ("postgresql://", "postgres://"):
-        if value.startswith(prefix):
-            return "postgresql+psycopg://" + value[len(prefix) :]
-    return value if "://" in value else f"sqlite:///{Path(value)}"
-
-
-def _prepare_sqlite_file(url: str, default: bool, create: bool) -> None:
-    """Refuse what is not an SQLite ledger; create a new file private to its owner (mode 0600).
-
-    With ``create`` False a missing file is an error (commands that only use a ledger leave nothing behind).
-    """
-    raw = url.removeprefix("sqlite:///")
-    if raw in ("", ":memory:") or raw.startswith("file:"):
-        return
-    p = Path(raw)
-    if p.is_dir():
-        raise UserError(f"ledger {p}: is a directory, not an SQLite file")
-    if p.exists():
-        try:
-            with p.open("rb") as fh:
-                head = fh.read(16)
-        except OSError as exc:
-            raise UserError(f"ledger {p}: cannot read ({exc.strerror})") from None
-        if head and head != _SQLITE_MAGIC:
-            raise UserError(f"ledger {p}: not an SQLite database (give --db a ledger file or a URL)")
-        return
-    if not create:
-        hint = ""
-        if default and Path(LEGACY_DEFAULT).is_file():
-            hint = (
-                f"; an older paccp kept its default ledger in ./{LEGACY_DEFAULT}: pass --db {LEGACY_DEFAULT}"
-            )
-        raise UserError(
-            f"ledger {p} does not exist (a ledger is created by: paccp bill tenant add ...){hint}"
-        )
-    if default:
-        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    elif not p.parent.is_dir():
-        raise UserError(f"ledger {p}: directory {p.parent} does not exist")
-    try:
-        os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise UserError(f"ledger {p}: cannot create ({exc.strerror})") from None
 
 
 def _now() -> str:

@@ -71,9 +71,9 @@ def host_cheat_cmd(
     out: Path = typer.Option(Path("out/host-cheat"), "--out", help="output directory"),
 ) -> None:
     """A cheating guest (24 connections; its own law with omega 8): its gain, with and without enforcement."""
-    from paccp.datapath.host import testbed
+    from paccp.datapath.host import cheat
 
-    _done(testbed.exp_cheat(rate, _duration(duration), out), out)
+    _done(cheat.exp_cheat(rate, _duration(duration), out), out)
 
 
 def host_overhead_cmd(
@@ -83,10 +83,10 @@ def host_overhead_cmd(
     out: Path = typer.Option(Path("out/host-overhead"), "--out", help="output directory"),
 ) -> None:
     """The host programs' run time per packet (BPF statistics); one VM alone with / without enforcement."""
-    from paccp.datapath.host import testbed
+    from paccp.datapath.host import overhead
 
     d, n = _duration(duration), _runs(rounds)
-    _done(testbed.exp_overhead(rate, d, n, out), out)
+    _done(overhead.exp_overhead(rate, d, n, out), out)
 
 
 def enforce_cmd(

@@ -4,18 +4,19 @@ Guests are network namespaces ``v<i>`` (their own ``net.ipv4.tcp_congestion_cont
 paccp with a pair of the guest's choosing), each joined to its host namespace by a veth pair; the host's
 side of that veth is all the enforcer knows of the guest (a KVM guest's tap is plugged in the same way).
 Traffic is iperf3 from each guest to a destination ``d`` (TCP with 1..32 connections, or UDP at a given
-rate). Three experiments, each writing ``summary.json`` (with ``checks``), ``usage.jsonl`` and
+rate). The experiments, each writing ``summary.json`` (with ``checks``), ``usage.jsonl`` and
 ``metrics.prom``:
 
 - :func:`exp_share` (``host-share``): one host port over-committed 2x (each VM's cap is half the port),
   4 VMs of different pairs (cubic 1 connection with a guarantee; reno 8 connections omega 2; cubic 24
   connections; a UDP blaster at the port's rate): per VM, the share of 100 ms windows within 10 % of
   the optimum, on several runs; and one run without enforcement for comparison.
-- :func:`exp_cheat` (``host-cheat``): VM 1 honest (cubic, 1 connection), then opening 24 connections,
-  then running PACCP's law with omega 8 in its own kernel; its gain over the honest run, with and
-  without enforcement.
+- :func:`paccp.datapath.host.cheat.exp_cheat` (``host-cheat``): VM 1 honest (cubic, 1 connection),
+  then opening 24 connections, then running PACCP's law with omega 8 in its own kernel; its gain over
+  the honest run, with and without enforcement.
 - :func:`exp_fabric` (``host-fabric``): two hosts whose ports feed one fabric link; the host agents
   shape each VM's aggregate by PACCP's law driven by the fabric's queueing delay.
+- :func:`paccp.datapath.host.overhead.exp_overhead` (``host-overhead``): the programs' cost per packet.
 
 Rates are in wire bits (frames as htb counts them) at the VM's leaf on the port; the optimum is
 :func:`paccp.sim.optimum.solve` on the bottleneck (the reference solver, not the agent's water-filling).
@@ -536,92 +537,6 @@ def _slim(r: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
-def cheat_guests(variant: str) -> list[Guest]:
-    """host-cheat's VMs; ``variant`` is VM 1's: honest (cubic, 1 connection), conns (24), law (PACCP's
-    law in its own kernel with omega 8 where it bought 1)."""
-    vm1 = {
-        "honest": Guest("vm1", 0.0, 1.0, "cubic", 1),
-        "conns": Guest("vm1", 0.0, 1.0, "cubic", 24),
-        "law": Guest("vm1", 0.0, 1.0, "paccp", 1, law_omega=8.0),
-    }[variant]
-    return [vm1, Guest("vm2", 0.0, 1.0, "cubic", 8), Guest("vm3", 0.4, 1.0, "reno", 1)]
-
-
-CHEATS = ("conns", "law")
-
-
-def exp_cheat(rate: str, duration_s: float, out: Path) -> dict[str, Any]:
-    """host-cheat: VM 1's gain from 24 connections or its own omega 8, with and without enforcement."""
-    rate_bps, tried = choose_rate(rate, lambda r: run(cheat_guests("honest"), r, 3.0, True))
-    opt = optimum_bps(rate_bps, cheat_guests("honest"))
-    got: dict[tuple[bool, str], dict[str, Any]] = {}
-    recs: list[Any] = []
-    metrics = ""
-    for enforce in (True, False):
-        for variant in ("honest", *CHEATS):
-            r = run(cheat_guests(variant), rate_bps, duration_s, enforce)
-            metrics = r.pop("metrics_text") if enforce else metrics
-            if enforce:
-                recs += _records("host-cheat", variant, r)
-            got[(enforce, variant)] = r
-
-    def vm1(enforce: bool, variant: str) -> float:
-        r = got[(enforce, variant)]
-        return float(r["mean_bps"]["vm1"] if enforce else (r["goodput_bps"]["vm1"] or 0.0))
-
-    # the gain is over VM 1's share (the optimum), as the issue states it; over its honest run it is also
-    # reported (an honest single connection may leave part of its share unused on a loaded machine)
-    checks = []
-    gains: dict[str, dict[str, float]] = {"enforced": {}, "fifo": {}}
-    over_honest: dict[str, dict[str, float]] = {"enforced": {}, "fifo": {}}
-    for variant in CHEATS:
-        what = "opens 24 connections" if variant == "conns" else "runs PACCP's law with its own omega 8"
-        g_on, g_off = vm1(True, variant) / opt["vm1"], vm1(False, variant) / opt["vm1"]
-        gains["enforced"][variant], gains["fifo"][variant] = round(g_on, 3), round(g_off, 3)
-        for key, e in (("enforced", True), ("fifo", False)):
-            over_honest[key][variant] = round(vm1(e, variant) / max(1.0, vm1(e, "honest")), 3)
-        checks.append(
-            _check(
-                f"enforced: VM 1 {what}: its rate over its share (optimum) <= {GAIN_MAX:g}",
-                "issue 26: gaming gain <= 1.10",
-                f"{g_on:.3f}",
-                g_on <= GAIN_MAX,
-            )
-        )
-        checks.append(
-            _check(
-                f"without enforcement (one FIFO) the same cheat takes more than {GAIN_MAX:g} x its share "
-                "(the test can fail)",
-                "a sender-side scheme enforces nothing",
-                f"{g_off:.3f}",
-                g_off > GAIN_MAX,
-            )
-        )
-    honest = got[(True, "honest")]["mean_bps"]["vm1"]
-    checks.append(
-        _check(
-            f"enforced, honest: VM 1 within {TOLERANCE:.0%} of its optimum ({opt['vm1'] / 1e6:.1f} Mb/s)",
-            "the optimum",
-            f"{honest / opt['vm1']:.3f}",
-            _within(honest, opt["vm1"]),
-        )
-    )
-    summary = {
-        "experiment": "host-cheat",
-        "rate_bps": rate_bps,
-        "rate_probes": tried,
-        "guests": {v: [vars(g) for g in cheat_guests(v)] for v in ("honest", *CHEATS)},
-        "optimum_bps": opt,
-        "duration_s": duration_s,
-        "vm1_bps": {("enforced" if e else "fifo") + f":{v}": round(vm1(e, v)) for e, v in got},
-        "gains": gains,
-        "gains_over_honest_run": over_honest,
-        "runs": {("enforced" if e else "fifo") + f":{v}": _slim(r) for (e, v), r in got.items()},
-        "checks": checks,
-    }
-    return _finish(out, summary, recs, metrics)
-
-
 def fabric_guests() -> list[Guest]:
     """host-fabric's VMs: two on host h1, two on h2, different pairs and transports."""
     return [
@@ -663,105 +578,3 @@ def exp_fabric(rate: str, duration_s: float, runs: int, out: Path) -> dict[str, 
     checks.append(_fifo_check(se, "b1", "24 connections"))
     checks.append(_driven_check(se, "fabric link"))
     return _finish(out, _series_summary("host-fabric", se, gs, duration_s, checks), se.recs, se.metrics)
-
-
-def exp_overhead(rate: str, duration_s: float, rounds: int, out: Path) -> dict[str, Any]:
-    """host-overhead: the host programs' run time per packet (one VM's bulk TCP through an unshaped 10 Gbit/s
-    port, the CPU the limit) and one VM alone with and without enforcement (alternating rounds, medians),
-    at the testbed's rate and CPU-bound."""
-    alone = [Guest("vm1", 0.0, 1.0, "cubic", 1)]
-    rate_bps, tried = choose_rate(rate, lambda r: run(alone, r, 3.0, True))
-    unshaped = 10_000_000_000
-    tput: dict[str, dict[str, list[float]]] = {"port": {"on": [], "off": []}, "cpu": {"on": [], "off": []}}
-    stats: list[dict[str, float]] = []
-    pkts: list[dict[str, int]] = []
-    for _ in range(rounds):
-        for on in (True, False):
-            for key, r_bps in (("port", rate_bps), ("cpu", unshaped)):
-                r = run(alone, r_bps, duration_s, on, bpf_stats=on and key == "cpu")
-                tput[key]["on" if on else "off"].append(r["goodput_bps"]["vm1"] or 0.0)
-                if on and key == "cpu":
-                    stats.append(r["prog_ns_per_packet"])
-                    pkts.append(r["prog_packets"])
-    others = _reference_costs(duration_s)
-    med = {k: {s: statistics.median(v) for s, v in d.items()} for k, d in tput.items()}
-    ratio = {k: d["on"] / max(1.0, d["off"]) for k, d in med.items()}
-    ns = {p: statistics.median(s[p] for s in stats) for p in stats[0]}
-    per_pkt = sum(ns.values())
-    pps_10g = 10e9 / (1514 * 8)
-    checks = [
-        _check(
-            f"one VM alone at the {rate_bps / 1e6:g} Mbit/s port: throughput with enforcement within 5 % of "
-            "without (median of rounds)",
-            "issue 26: within 5 %",
-            f"{ratio['port']:.3f}",
-            abs(ratio["port"] - 1) <= 0.05,
-        ),
-        _check(
-            "the programs' statistics were read (packets counted by both programs)",
-            "BPF run-time stats",
-            f"{ns}",
-            all(min(p.values()) > 0 for p in pkts),
-        ),
-    ]
-    summary = {
-        "experiment": "host-overhead",
-        "rate_bps": rate_bps,
-        "rate_probes": tried,
-        "rounds": rounds,
-        "duration_s": duration_s,
-        "prog_ns_per_packet_median": ns,
-        "prog_ns_per_packet_runs": stats,
-        "prog_packets_runs": pkts,
-        "host_ns_per_forwarded_packet": round(per_pkt, 1),
-        "core_share_at_10g_mtu": round(pps_10g * per_pkt / 1e9, 4),
-        "alone_goodput_bps": {k: {s: [round(x) for x in v] for s, v in d.items()} for k, d in tput.items()},
-        "same_machine_references": others,
-        "alone_ratio_on_over_off": {k: round(v, 4) for k, v in ratio.items()},
-        "note": "cpu: the port at 10 Gbit/s (never the limit), so the flow is CPU-bound and the ratio shows "
-        "the programs' and the htb's cost on this shared machine; port: the testbed's rate",
-        "checks": checks,
-    }
-    return _finish(out, summary, [], "")
-
-
-def _struct_ops_stats(prefix: str = "paccp_") -> dict[str, tuple[int, int]]:
-    """(run_time_ns, run_cnt) of every loaded struct_ops program named ``prefix*`` (paccp's CC)."""
-    res = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=False)
-    try:
-        progs = json.loads(res.stdout)
-    except json.JSONDecodeError:
-        return {}
-    return {
-        p["name"]: (int(p.get("run_time_ns", 0)), int(p.get("run_cnt", 0)))
-        for p in progs
-        if p.get("type") == "struct_ops" and str(p.get("name", "")).startswith(prefix)
-    }
-
-
-def _reference_costs(duration_s: float) -> dict[str, Any]:
-    """The existing schemes' per-packet BPF cost on this machine now, next to the host programs': SoftBW's
-    port program (its own ``softbw-overhead`` bulk phase, one round) and paccp's congestion control (a
-    guest running it through the unshaped port: ns per call of each struct_ops program)."""
-    from paccp.datapath.softbw import short
-
-    with tempfile.TemporaryDirectory(prefix="paccp-host-ref-") as tmp:
-        sb = short.exp_overhead(Path(tmp), bulk_s=duration_s, rounds=1, pings=200)
-    guest = [Guest("vm1", 0.0, 1.0, "paccp", 1, law_omega=1.0)]
-    with _bpf_stats_on(True):
-        a = _struct_ops_stats()
-        r = run(guest, 10_000_000_000, duration_s, False)
-        b = _struct_ops_stats()
-    calls = {n: (b[n][0] - a.get(n, (0, 0))[0], b[n][1] - a.get(n, (0, 0))[1]) for n in b}
-    per_call = {n: round(t / c, 1) for n, (t, c) in calls.items() if c > 0}
-    acks = calls.get("paccp_pkts_acked", (0, 0))[1]
-    per_ack = sum(calls.get(n, (0, 0))[0] for n in ("paccp_cong_avoid", "paccp_pkts_acked")) / max(1, acks)
-    return {
-        "softbw_port_program_ns_per_packet": sb.get("program_ns_per_packet"),
-        "paccp_cc_ns_per_call": per_call,
-        "paccp_cc_ns_per_ack": round(per_ack, 1),
-        "paccp_cc_goodput_bps": r["goodput_bps"]["vm1"],
-        "note": "same machine, same load, same unshaped port; SoftBW: `paccp testbed softbw-overhead`'s bulk "
-        "phase; paccp: one guest with paccp (omega 1) and no host enforcement, "
-        "cong_avoid + pkts_acked per ACK",
-    }
