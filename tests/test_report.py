@@ -210,3 +210,16 @@ def test_compare_does_not_draw_a_plot_without_data(tmp_path: Path) -> None:
     doc = _compare_doc(finite=False)
     plot_all(doc, tmp_path)  # type: ignore[arg-type]
     assert not (tmp_path / "fct.png").exists() and (tmp_path / "utilisation.png").exists()
+
+
+def test_the_comparison_file_is_named_relative_to_the_checkout_not_by_the_machines_path() -> None:
+    from paccp.report.tables import markdown, scenario_label
+
+    repo = Path(__file__).resolve().parents[1]
+    inside = str(repo / "scenarios" / "compare-overcommit.toml")
+    assert scenario_label(inside) == "scenarios/compare-overcommit.toml"
+    assert scenario_label("/elsewhere/x.toml") == "/elsewhere/x.toml"  # outside the checkout: as given
+    assert scenario_label("") == ""
+    doc = _compare_doc(finite=True) | {"scenario_file": inside}
+    page = markdown(doc)
+    assert "Scenario `scenarios/compare-overcommit.toml`" in page and str(repo) not in page

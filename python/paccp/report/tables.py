@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -118,6 +119,20 @@ COLUMNS = (
 )
 
 
+_REPO = Path(__file__).resolve().parents[3]  # python/paccp/report/tables.py -> the checkout
+
+
+def scenario_label(path: str) -> str:
+    """The comparison file as a reader would pass it: relative to the checkout when it lies inside it
+    (``scenarios/compare-overcommit.toml``, not the absolute path of the machine that ran it)."""
+    if not path:
+        return path
+    try:
+        return str(Path(path).resolve().relative_to(_REPO))
+    except ValueError:
+        return path
+
+
 def _md(header: list[str], rows: list[list[str]]) -> str:
     if not header:
         return ""
@@ -130,7 +145,7 @@ def markdown(doc: dict[str, Any]) -> str:
     """All tables of a comparison as markdown."""
     parts = [
         f"# {doc['title']}\n",
-        f"Scenario `{doc['scenario_file']}`, seeds {doc['seeds']}"
+        f"Scenario `{scenario_label(doc['scenario_file'])}`, seeds {doc['seeds']}"
         + (" (--quick)" if doc.get("quick") else "")
         + f", prices in {doc['currency']} per VM-hour.\n",
         f"\n{COLUMNS}\n",
@@ -161,7 +176,7 @@ def html_tables(
 ) -> str:
     """The comparison's tables for ``paccp report`` (its own table and escaping helpers)."""
     parts = [
-        f"<p class='small'>{esc(doc.get('scenario_file', ''))}, seeds {esc(doc.get('seeds'))}"
+        f"<p class='small'>{esc(scenario_label(doc.get('scenario_file', '')))}, seeds {esc(doc.get('seeds'))}"
         f"{' (--quick)' if doc.get('quick') else ''}, prices in {esc(doc.get('currency'))} per VM-hour</p>"
     ]
     for p in doc["points"]:
@@ -333,7 +348,7 @@ def html_report(
     with data). ``figure(name)`` is the captioned image of a PNG of the comparison ('' if absent)."""
     seeds = ", ".join(map(str, doc.get("seeds", [])))
     parts = [
-        f"<p class='small'>{esc(doc.get('scenario_file', ''))}, seeds {esc(seeds)}"
+        f"<p class='small'>{esc(scenario_label(doc.get('scenario_file', '')))}, seeds {esc(seeds)}"
         f"{' (--quick)' if doc.get('quick') else ''}; schemes {esc(', '.join(doc.get('schemes', [])))};"
         f" prices in {esc(doc.get('currency'))} per VM-hour</p>"
     ]
