@@ -15,11 +15,17 @@ from __future__ import annotations
 import gc
 import io
 import itertools
+import json
+import os
+import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
+
+from sqlalchemy import Connection
 
 from paccp.errors import UserError
 from paccp.pricing import schema
@@ -27,12 +33,123 @@ from paccp.pricing.columnar import Columns, PlainUsage
 
 #: Records per slice: large enough that a slice's fixed costs vanish, small enough to overlap well.
 SLICE = 25_000
+#: Test hook: seconds to sleep inside the ingest transaction after half the rows are written.
+SLEEP_ENV = "PACCP_TEST_INGEST_SLEEP"
+
+
+def store(
+    conn: Connection, dialect: str, src: Columns | PlainUsage, where: str, file_sha: str,
+    tenant: str | None, now: str,
+) -> tuple[int, int, int | None]:  # fmt: skip
+    """Write validated, distinct records in the caller's write transaction ``conn``: (new, already
+    stored, batch id or None).
+
+    The records are first written as all new, inside a savepoint: a file of fresh records (what agents and
+    relays send) then needs no look-up of the stored ids. If one of them is stored already (SQLite: a slice
+    inserting fewer rows than it has; PostgreSQL: COPY's unique violation of the usage key), that attempt is
+    rolled back, the ids already stored are looked up (one query per tenant), and the batch row and the
+    missing rows go in; a stored id with other content refuses the whole ingest (nothing is committed).
+    """
+    n = len(src)
+    if n:
+        savepoint = conn.begin_nested()
+        try:
+            batch_id = _batch_row(conn, tenant, where, file_sha, n, 0, now)
+            made, stored = _write_rows(conn, dialect, src, None, where, batch_id)
+        except AlreadyStored:
+            savepoint.rollback()
+        else:
+            if made != n or stored != n:  # AlreadyStored covers it; never commit a short write
+                raise UserError(f"{where}: {n - stored} records conflicted while writing")
+            savepoint.commit()
+            return stored, 0, batch_id
+    tn_col, id_col = src.keys()
+    existing = stored_hashes(conn.connection.dbapi_connection, dialect, tn_col, id_col)
+    n_same = sum(1 for key in zip(tn_col, id_col, strict=True) if key in existing) if existing else 0
+    batch: int | None = None
+    if n_same < n:
+        batch = _batch_row(conn, tenant, where, file_sha, n - n_same, n_same, now)
+    made, stored = _write_rows(conn, dialect, src, existing, where, batch)
+    if made != n - n_same or stored != made:  # cannot happen under the write lock; never commit
+        raise UserError(f"{where}: {n - n_same - stored} records conflicted while writing")
+    return stored, n_same, batch
+
+
+def _batch_row(
+    conn: Connection, tenant: str | None, where: str, file_sha: str, n_new: int, n_same: int, now: str
+) -> int:
+    """Insert the ingest's batch row; its id."""
+    res = conn.execute(
+        schema.ingest_batch.insert(),
+        {"tenant": tenant, "source_file": where, "file_sha256": file_sha, "n_new": n_new, "n_same": n_same,
+         "ingested_at": now},
+    )  # fmt: skip
+    return int(res.inserted_primary_key[0])  # type: ignore[index]
+
+
+def _write_rows(
+    conn: Connection,
+    dialect: str,
+    src: Columns | PlainUsage,
+    existing: dict[tuple[str, str], str] | None,
+    where: str,
+    batch_id: int | None,
+) -> tuple[int, int]:
+    """The rows of ``src`` missing from ``existing``, slice by slice (:class:`UsageWriter`); with
+    ``existing`` None every row must be new (else :class:`AlreadyStored`)."""
+    sleep_s = float(os.environ.get(SLEEP_ENV, "0") or 0)
+    half = len(src) // 2
+
+    def after(hi: int) -> None:
+        if hi == half and sleep_s > 0 and batch_id is not None:
+            print(f"INGEST-MIDWAY {half}", file=sys.stderr, flush=True)
+            time.sleep(sleep_s)
+
+    writer = UsageWriter(conn.connection.dbapi_connection, dialect, src, existing, where)
+    return writer.run(slices(len(src), half if sleep_s > 0 else None), batch_id, after)
+
+
+def stored_hashes(dbapi: Any, dialect: str, tenants: list[str], ids: list[str]) -> dict[tuple[str, str], str]:
+    """Content hashes of the (tenant, record_id)s already in the ledger: one query per tenant."""
+    names = set(tenants)
+    by_tenant: dict[str, list[str]] = {}
+    if len(names) == 1:
+        by_tenant[names.pop()] = ids
+    else:
+        for tn, rid in zip(tenants, ids, strict=True):
+            by_tenant.setdefault(tn, []).append(rid)
+    if dialect == "sqlite":
+        sql = (
+            "SELECT record_id, content_sha256 FROM usage WHERE tenant = ?"
+            " AND record_id IN (SELECT value FROM json_each(?))"
+        )
+    else:
+        sql = "SELECT record_id, content_sha256 FROM usage WHERE tenant = %s AND record_id = ANY(%s::text[])"
+    out: dict[tuple[str, str], str] = {}
+    cur = dbapi.cursor()
+    try:
+        for tn, rids in by_tenant.items():
+            cur.execute(sql, (tn, json.dumps(rids) if dialect == "sqlite" else pg_text_array(rids)))
+            out.update({(tn, a): b for a, b in cur.fetchall()})
+    finally:
+        cur.close()
+    return out
+
+
+def pg_text_array(values: list[str]) -> str:
+    """``values`` as one PostgreSQL array literal (``{"a","b"}``) for a ``%s::text[]`` parameter: psycopg
+    dumps a Python list of strings element by element in Python, several times slower for large lists."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
 def slices(n: int, cut: int | None = None) -> list[tuple[int, int]]:
     """[lo, hi) bounds covering ``n`` records in :data:`SLICE`-sized steps, one bound also at ``cut``."""
     bounds = sorted({*range(0, n, SLICE), n, *([cut] if cut is not None and 0 < cut < n else [])})
     return list(itertools.pairwise(bounds))
+
+
+class AlreadyStored(Exception):
+    """A record written as new is stored already (only raised when no stored ids were given)."""
 
 
 @contextmanager
@@ -51,18 +168,21 @@ def _no_gc() -> Iterator[None]:
 
 class UsageWriter:
     """Writes the records of ``src`` missing from ``existing`` ((tenant, record_id) -> content hash) with
-    ``batch_id``; a record present with another hash refuses the ingest (:class:`UserError`)."""
+    ``batch_id``; a record present with another hash refuses the ingest (:class:`UserError`). With
+    ``existing`` None every record must be new: one stored already raises :class:`AlreadyStored`."""
 
     def __init__(
         self,
         dbapi: Any,
         dialect: str,
         src: Columns | PlainUsage,
-        existing: dict[tuple[str, str], str],
+        existing: dict[tuple[str, str], str] | None,
         where: str,
     ) -> None:
         """``dbapi``: the driver's connection, inside the caller's write transaction."""
-        self.dbapi, self.dialect, self.src, self.existing, self.where = dbapi, dialect, src, existing, where
+        self.all_new = existing is None
+        self.existing = existing or {}
+        self.dbapi, self.dialect, self.src, self.where = dbapi, dialect, src, where
         self.names = [c.name for c in schema.usage.columns]
         self.keys = src.keys() if existing else ([], [])
 
@@ -129,21 +249,31 @@ class UsageWriter:
             cur = self.dbapi.cursor()
             try:
                 cur.executemany(sql, rows)
-                return int(cur.rowcount)  # sqlite3: the rows executemany inserted
+                written = int(cur.rowcount)  # sqlite3: the rows executemany inserted
             finally:
                 cur.close()
-        # the rows were checked to be new under the write lock; one that were not would abort the
-        # transaction (a unique violation), never half-write it
+            if written != len(rows) and self.all_new:
+                raise AlreadyStored
+            return written
+        # the rows were checked to be new under the write lock (or are written as all new); one that was
+        # not aborts the statement (a unique violation), never half-writes it
+        from psycopg.errors import UniqueViolation
+
         with self.dbapi.cursor() as cur:
-            if isinstance(payload, bytes):
-                cols = ", ".join(self.names)
-                with cur.copy(f"COPY usage ({cols}) FROM STDIN (FORMAT csv)") as cp:
-                    cp.write(payload)
-            else:
-                names, rows = payload
-                with cur.copy(f"COPY usage (batch_id, {', '.join(names)}) FROM STDIN") as cp:
-                    for r in rows:
-                        cp.write_row((batch_id, *r))
+            try:
+                if isinstance(payload, bytes):
+                    cols = ", ".join(self.names)
+                    with cur.copy(f"COPY usage ({cols}) FROM STDIN (FORMAT csv)") as cp:
+                        cp.write(payload)
+                else:
+                    names, rows = payload
+                    with cur.copy(f"COPY usage (batch_id, {', '.join(names)}) FROM STDIN") as cp:
+                        for r in rows:
+                            cp.write_row((batch_id, *r))
+            except UniqueViolation as exc:
+                if exc.diag.constraint_name == "usage_pkey" and self.all_new:
+                    raise AlreadyStored from None
+                raise
             return int(cur.rowcount)
 
     def run(
