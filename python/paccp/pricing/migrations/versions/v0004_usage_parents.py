@@ -103,12 +103,8 @@ def upgrade() -> None:
     if conn.dialect.name != "postgresql":
         return  # SQLite keeps its declared foreign keys (checked row by row at little cost there)
     schema = conn.execute(sa.text("SELECT current_schema()")).scalar_one()
-    fks = conn.execute(
-        sa.text("SELECT conname FROM pg_constraint WHERE contype = 'f' AND conrelid = CAST(:t AS regclass)"),
-        {"t": f"{_ident(schema)}.usage"},
-    ).scalars()
-    for name in list(fks):
-        conn.exec_driver_sql(f"ALTER TABLE {_ident(schema)}.usage DROP CONSTRAINT {_ident(name)}")
+    for fk in sa.inspect(conn).get_foreign_keys("usage", schema=schema):
+        conn.exec_driver_sql(f"ALTER TABLE {_ident(schema)}.usage DROP CONSTRAINT {_ident(fk['name'])}")
     for stmt in pg_sql(schema):
         conn.execute(sa.text(stmt))  # text(): the '%' of plpgsql is escaped for psycopg
 
