@@ -104,7 +104,7 @@ def upgrade() -> None:
         return  # SQLite keeps its declared foreign keys (checked row by row at little cost there)
     schema = conn.execute(sa.text("SELECT current_schema()")).scalar_one()
     for fk in sa.inspect(conn).get_foreign_keys("usage", schema=schema):
-        conn.exec_driver_sql(f"ALTER TABLE {_ident(schema)}.usage DROP CONSTRAINT {_ident(fk['name'])}")
+        conn.exec_driver_sql(f"ALTER TABLE {_ident(schema)}.usage DROP CONSTRAINT {_ident(str(fk['name']))}")
     for stmt in pg_sql(schema):
         conn.execute(sa.text(stmt))  # text(): the '%' of plpgsql is escaped for psycopg
 
