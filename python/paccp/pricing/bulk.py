@@ -1,13 +1,13 @@
-"""The ledger's bulk write of usage rows: slice by slice, the next slice made while this one is written.
+"""The ledger's bulk write of usage rows (:func:`store`): first as all new, else what is missing.
 
 A file's records are validated before anything is written (:mod:`paccp.pricing.columnar` or the record
-path); what is left per record is its content hash, its row values and the write. Those go in slices of
-:data:`SLICE` records: a worker thread makes slice k+1 (Arrow kernels and the drivers work outside the
-interpreter lock) while the caller's thread writes slice k, all in the caller's ONE transaction, so a
-failure in any slice (a record stored earlier with other content, a database error) rolls back the whole
-ingest. SQLite: ``executemany`` of ``INSERT ... ON CONFLICT DO NOTHING``. PostgreSQL: ``COPY usage FROM
-STDIN``; a plain file's slices are written by Arrow as CSV (no Python object per value), the record path's
-row by row.
+path); what is left per record is its content hash, its row values and the write. They go in slices of
+:data:`SLICE` records, all in the caller's ONE transaction, so a failure in any slice (a record stored
+earlier with other content, a database error) rolls back the whole ingest. SQLite: ``executemany`` of
+``INSERT ... ON CONFLICT DO NOTHING``, slices made and written in the caller's thread. PostgreSQL: ``COPY
+usage FROM STDIN``; a worker thread makes slice k+1 while slice k is written (Arrow kernels and psycopg work
+outside the interpreter lock); a plain file's slices are written by Arrow as CSV (no Python object per
+value), the record path's row by row.
 """
 
 from __future__ import annotations
