@@ -9,6 +9,7 @@ every one of those statements then goes through, so each refusal here is the gua
 from __future__ import annotations
 
 import threading
+import time
 
 from pricing_fixtures import BOOK, rec
 from sqlalchemy import text
@@ -85,6 +86,23 @@ def test_every_violation_is_refused(db: str) -> None:
     led.close()
 
 
+def _waits_for_a_lock(query: str, led: Ledger, timeout_s: float = 20.0) -> bool:
+    """Whether a backend running ``query`` is seen waiting for a lock (polled from a third connection)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with led.engine.connect() as conn:
+            n = conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE :q"
+                ),
+                {"q": query + "%"},
+            ).scalar()
+        if n:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_a_delete_racing_an_ingest_waits_for_it_then_is_refused(pg: TempPostgres) -> None:
     """The ingest locks the parents FOR KEY SHARE: a DELETE of its tenant waits for it, then sees its rows."""
     led = _ledger(pg.create_database("race", "paccp_template"))
@@ -105,8 +123,8 @@ def test_a_delete_racing_an_ingest_waits_for_it_then_is_refused(pg: TempPostgres
         t = threading.Thread(target=delete)
         t.start()
         started.wait(10)
-        t.join(1.0)
-        assert t.is_alive(), "the DELETE did not wait for the ingest that refers to the tenant"
+        assert _waits_for_a_lock("DELETE FROM tenant", other), "the DELETE did not wait for the ingest"
+        assert t.is_alive()
     t.join(20)
     assert errors and "usage rows refer" in errors[0], errors
     assert led.count_usage() == 3
