@@ -49,6 +49,7 @@ from paccp.pricing.period import Period
 
 BUSY_TIMEOUT_S = 60.0
 SQLITE_CACHE_KIB = 64 * 1024
+SQLITE_PAGE_SIZE = 16 * 1024
 #: Key of the PostgreSQL advisory lock that serialises the ledger's writers ("PACCPLDG").
 PG_LOCK_KEY = 0x5041_4343_504C_4447 - 2**63
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
@@ -151,6 +152,9 @@ class Ledger:
             # outgrows the cache spills pages into the file mid-transaction, each spill an extra journal
             # sync. Durability is unchanged (rollback journal, synchronous=FULL, SQLite's defaults).
             dbapi_conn.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")
+            # 16 KiB pages for a new ledger file (no effect on one that has tables): fewer, larger B-tree
+            # pages to insert into; 10 % less CPU in the ingest's inserts (docs/pricing.md, Scale)
+            dbapi_conn.execute(f"PRAGMA page_size = {SQLITE_PAGE_SIZE}")
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
