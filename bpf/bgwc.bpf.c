@@ -11,6 +11,10 @@
  *   (paper Eq. 7), so a VM's K WC subflows together compete like A_l Reno flows. A_l and K come from
  *   bgwc_vm, keyed by the subflow's cgroup id: K is the configured value, or (0) the VM's live WC
  *   subflows; policy 0 gives alpha_w = 1 (plain uncoupled Reno, the paper's "no policy").
+ * - metering: both congestion controls add each ACK's newly acknowledged bytes (tcp_sock.bytes_acked) of a
+ *   subflow to bgwc_bytes[the VM's cgroup id], for VMs in bgwc_vm: the bytes the VM's BG and WC subflows
+ *   delivered, what the agent bills (subflow-level, so data the MPTCP scheduler re-sends on another
+ *   subflow counts again, as it crossed the network again).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -60,6 +64,14 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } bgwc_vm SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u64);   /* cgroup v2 id of the VM (one in bgwc_vm) */
+	__type(value, __u64); /* bytes acknowledged on its subflows, monotonic while the entry lives */
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} bgwc_bytes SEC(".maps");
+
 /*
  * [0]: the divisor applied to the WC subflows' pacing-rate estimate, 0/1 = the kernel's own estimate.
  * The kernel's only MPTCP scheduler ("default") sends each burst on the subflow with the least
@@ -93,6 +105,7 @@ struct wc_ca {
 	__u64 acc; /* additive-increase accumulator, in segments << AI_SHIFT */
 	__u32 prior_cwnd;
 	__u32 counted;
+	__u64 acked; /* tcp_sock.bytes_acked already added to bgwc_bytes */
 };
 
 static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
@@ -131,6 +144,7 @@ static __always_inline void ca_init(struct sock *sk, __u32 bg)
 	ca->acc = 0;
 	ca->prior_cwnd = 0;
 	ca->counted = 0;
+	ca->acked = tcp_sk(sk)->bytes_acked;
 	ca->bg = bg;
 	ca->vmid = cg ? cg->kn->id : 0;
 	vmid = ca->vmid;
@@ -211,6 +225,26 @@ static __always_inline __u64 kernel_pacing(struct sock *sk, struct tcp_sock *tp)
 	return rate;
 }
 
+/* Add the subflow's bytes acknowledged since the last ACK to its VM's counter (VMs in bgwc_vm only). */
+static __always_inline void meter(struct tcp_sock *tp, struct wc_ca *ca)
+{
+	__u64 now = tp->bytes_acked, zero = 0, vmid = ca->vmid;
+	__u64 delta = now - ca->acked;
+	__u64 *b;
+
+	ca->acked = now;
+	if (!delta || !bpf_map_lookup_elem(&bgwc_vm, &vmid))
+		return; /* bytes of a subflow outside any VM are not counted later either */
+	b = bpf_map_lookup_elem(&bgwc_bytes, &vmid);
+	if (!b) {
+		bpf_map_update_elem(&bgwc_bytes, &vmid, &zero, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(&bgwc_bytes, &vmid);
+		if (!b)
+			return;
+	}
+	__sync_fetch_and_add(b, delta);
+}
+
 static __always_inline void cong_control(struct sock *sk, const struct rate_sample *rs)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -222,6 +256,7 @@ static __always_inline void cong_control(struct sock *sk, const struct rate_samp
 	int acked = rs->acked_sacked;
 	__u8 state;
 
+	meter(tp, ca);
 	/* A CC with cong_control gets no PRR from the kernel: without a reduction here cwnd held through
 	 * recovery and was only set to ssthresh at its end, so a WC subflow kept sending at its full rate
 	 * into a full low-priority queue (measured: 37 % of its bytes retransmitted, the other VM's WC

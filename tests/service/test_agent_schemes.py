@@ -35,6 +35,7 @@ class FakeDatapaths:
     softbw: dict[str, tuple[int, int]] = field(default_factory=dict)  # addr -> (B, index)
     bgwc_vm: dict[str, int] = field(default_factory=dict)  # cgroup -> A_l
     bgwc_addr: dict[str, str] = field(default_factory=dict)
+    bgwc_bytes: dict[str, int] = field(default_factory=dict)  # cgroup -> bytes its subflows delivered
     enforcers: list[FakeEnforcer] = field(default_factory=list)
 
     def modules(self) -> dict[str, Any]:
@@ -100,6 +101,7 @@ class FakeDatapaths:
                 vm_set=rec("mptcp.vm_set", lambda cg, a_l: dp.bgwc_vm.__setitem__(cg, a_l)),
                 vm_clear=rec("mptcp.vm_clear", lambda cg: dp.bgwc_vm.pop(cg, None) is not None),
                 status=lambda: {"vms": [{"cgroup": cg, "a_l": a} for cg, a in dp.bgwc_vm.items()]},
+                vm_bytes=lambda cg: dp.bgwc_bytes.get(cg, 0) if cg in dp.bgwc_vm else None,
             ),
             "paccp.datapath.host.enforcer": Ns(
                 HostEnforcer=lambda *a: dp._enforcer(*a), PIN_ROOT="/nonexistent"
@@ -190,6 +192,20 @@ def test_mptcp_bgwc_sets_the_level_and_address_classes(tmp_path: Path) -> None:
     assert dp.bgwc_vm == {"/v1": 5} and ag.metrics.apply_errors._value.get() == 1
     ag.reconcile({"generation": 4, "vms": [_vm("v2")]})
     assert dp.bgwc_vm == {} and dp.bgwc_addr == {}
+
+
+def test_an_mptcp_vm_is_billed_the_bytes_its_subflows_delivered(tmp_path: Path) -> None:
+    """The usage record of an MPTCP VM carries the bgwc datapath's byte counter (it was always 0)."""
+    dp = FakeDatapaths()
+    ag = _agent(tmp_path, dp)
+    ag.reconcile({"generation": 1, "vms": [_vm("v1", "mptcp_bgwc", 200_000_000, "3")]})
+    dp.bgwc_bytes["/v1"] = 7_500_000  # the VM sent (the counter starts at 0 when the VM is set)
+    ag.cut_usage()
+    recs = [r for r in ag.state["spool"] if r["vm"] == "v1"]
+    assert [r["bytes"] for r in recs] == [7_500_000]
+    dp.bgwc_bytes["/v1"] += 2_500
+    ag.cut_usage()
+    assert [r["bytes"] for r in ag.state["spool"] if r["vm"] == "v1"] == [7_500_000, 2_500]
 
 
 def test_host_enforced_vms_share_one_enforcer_rebuilt_once_per_change(tmp_path: Path) -> None:

@@ -142,9 +142,11 @@ def read_plain(data: bytes, models: Callable[[list[str]], Mapping[str, str]]) ->
     if not all_(pc.greater_equal(col["end_ns"], col["start_ns"])):
         return None
     # bytes <= rate x time + one burst, checked exactly in Python for any record the float bound cannot clear
-    dur_s = pc.divide(pc.cast(pc.subtract(col["end_ns"], col["start_ns"]), pa.float64()), 1e9)
+    # (integers above 2^53 round when made floats: safe=False, the 1e-9 margin covers the rounding)
+    as_float = pc.CastOptions(pa.float64(), allow_float_truncate=True)
+    dur_s = pc.divide(pc.cast(pc.subtract(col["end_ns"], col["start_ns"]), options=as_float), 1e9)
     room = pc.add(pc.multiply(dur_s, MAX_LINK_BPS / 8 * (1 - 1e-9)), float(ACK_BURST_BYTES))
-    close = pc.indices_nonzero(pc.greater(pc.cast(col["bytes"], pa.float64()), room)).to_pylist()
+    close = pc.indices_nonzero(pc.greater(pc.cast(col["bytes"], options=as_float), room)).to_pylist()
     for i in close:
         b, s, e = (col[k][i].as_py() for k in ("bytes", "start_ns", "end_ns"))
         if (b - ACK_BURST_BYTES) * 8 * 10**9 > MAX_LINK_BPS * (e - s):

@@ -22,14 +22,18 @@ Nothing here asserts a time: the figures are for the operator guide (``docs/serv
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,24 +72,82 @@ def _load() -> list[float]:
 VIAS = ("controller", "relay", "batches")
 
 
-def _start(cmd: list[str], log_path: Path, url: str, what: str) -> subprocess.Popen[bytes]:
-    """Start a child (its output into ``log_path``) and wait until ``url``/healthz answers."""
-    import httpx
+class Children:
+    """The processes the bench starts (``paccp serve``, ``paccp relay``), each in its own process group,
+    stopped with every process of their group (``--serve-workers``: uvicorn's workers too) however the bench
+    ends: a child that does not start in time, an error, Ctrl-C or SIGTERM (``with Children() as kids``)."""
 
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            tail = log_path.read_text(errors="replace")[-400:]
-            raise UserError(f"bench service: the {what} did not start: {tail.strip()}")
-        time.sleep(0.2)
+    def __init__(self, grace_s: float = 15.0) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.grace_s = grace_s
+
+    def __enter__(self) -> Children:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    def start(
+        self, cmd: list[str], log_path: Path, url: str, what: str, timeout_s: float = 120.0
+    ) -> subprocess.Popen[bytes]:
+        """Start a child (its output into ``log_path``) and wait until ``url``/healthz answers; a child
+        that exits or does not answer within ``timeout_s`` is stopped (its whole group) and reported."""
+        import httpx
+
+        with log_path.open("wb") as log:
+            # its own group and session: Ctrl-C reaches only the bench, which stops its children itself
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    return proc
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.stop(proc, grace_s=0)
+                tail = log_path.read_text(errors="replace")[-400:]
+                raise UserError(f"bench service: the {what} did not start: {tail.strip()}")
+            time.sleep(0.2)
+
+    def stop(self, proc: subprocess.Popen[bytes], grace_s: float | None = None) -> None:
+        """SIGTERM to the child's group (uvicorn drains in-flight requests first), then after the grace
+        time SIGKILL to whatever of the group is left, the child reaped."""
+        grace = self.grace_s if grace_s is None else grace_s
+        if proc.poll() is None and grace > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the group outlives its leader: workers left behind
+        proc.wait()
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def stop_all(self) -> None:
+        """Stop every child still running, the last started first."""
+        for p in reversed(list(self.procs)):
+            self.stop(p)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) end the bench like Ctrl-C, so its children are stopped (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = {s: signal.signal(s, _raise) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def _stored(db: str, tenant: str) -> tuple[int, int]:
@@ -167,7 +229,11 @@ def run_cli(
         raise UserError(f"--via is one of {', '.join(VIAS)}; --hosts-per-batch 1..5000")
     doc: dict[str, Any] = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
                                        "cpu_count": os.cpu_count()}}  # fmt: skip
-    with temp_postgres(durable=True) as pg, tempfile.TemporaryDirectory(prefix="paccp-svcbench-") as tmp:
+    with (
+        _sigterm_as_interrupt(),
+        temp_postgres(durable=True) as pg,
+        tempfile.TemporaryDirectory(prefix="paccp-svcbench-") as tmp,
+    ):
         db = pg.create_database("svc")
         print(f"bench service: enrolling {hosts} hosts x {vms} VMs ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
@@ -179,9 +245,8 @@ def run_cli(
         cmd = [sys.executable, "-c", "from paccp.cli import main; main()", "serve", "--db", db,
                "--port", str(port), "--admin-token-file", str(admin), "--agent-token-file", str(agent),
                "--log-level", "warning", "--workers", str(serve_workers)]  # fmt: skip
-        proc = _start(cmd, Path(tmp) / "serve.log", url, "controller")
-        procs = [proc]
-        try:
+        with Children() as kids:
+            proc = kids.start(cmd, Path(tmp) / "serve.log", url, "controller")
             if api_seconds > 0:
                 print(f"bench service: {rps} requests/s for {api_seconds} s ...", file=sys.stderr, flush=True)
                 before, cpu = _load(), _cpu_s(proc.pid)
@@ -198,8 +263,7 @@ def run_cli(
                         "--controller", url, "--token-file", str(agent), "--port", str(rport),
                         "--log-level", "warning"]  # fmt: skip
                 target = f"http://127.0.0.1:{rport}"
-                procs.append(_start(rcmd, Path(tmp) / "relay.log", target, "relay"))
-                relay_pid = procs[-1].pid
+                relay_pid = kids.start(rcmd, Path(tmp) / "relay.log", target, "relay").pid
             before, cpu = _load(), _cpu_s(proc.pid)
             rcpu = _cpu_s(relay_pid) if relay_pid else 0.0
             scpu = pg.server_cpu_s()
@@ -219,14 +283,7 @@ def run_cli(
                 res.update(relay_cpu_s=round(relay_cpu, 2),
                            relay_cpu_ms_per_report=round(per_report * 1e3, 3),
                            hosts_per_relay_core=round(period_s / max(per_report, 1e-9)))  # fmt: skip
-        finally:
-            for p in reversed(procs):
-                p.terminate()  # uvicorn drains in-flight requests first; a backlog may take longer
-                try:
-                    p.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            kids.stop_all()  # before counting: uvicorn drains in-flight requests first
         res["in_ledger"], res["distinct_ids"] = _stored(db, tenant)
         res["nothing_lost_or_doubled"] = res["in_ledger"] == res["distinct_ids"] == res["acknowledged"]
         doc["usage"] = res

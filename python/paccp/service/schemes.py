@@ -234,7 +234,8 @@ class SoftbwDriver(_Driver):
 
 class MptcpDriver(_Driver):
     """MPTCP BG/WC: the VM's WC competition level A_l (= omega) on its cgroup, its addresses' classes
-    (``paccp datapath mptcp vm`` / ``addr``). The bgwc datapath counts no bytes per VM: no counter."""
+    (``paccp datapath mptcp vm`` / ``addr``); the counter is the bytes its BG and WC subflows delivered
+    (``bgwc_bytes``, :func:`paccp.datapath.mptcp.control.vm_bytes`)."""
 
     def _ctl(self) -> Any:
         return self.loaded("paccp.datapath.mptcp.control")
@@ -275,7 +276,11 @@ class MptcpDriver(_Driver):
         return None if v is None else int(v["a_l"])
 
     def counter(self, spec: VmSpec) -> Sample:
-        return None
+        try:
+            n = self.mod("paccp.datapath.mptcp.control").vm_bytes(spec.cgroup)
+        except UserError:  # the cgroup is gone
+            return None
+        return None if n is None else (int(n), time.time_ns())
 
 
 class HostDriver(_Driver):

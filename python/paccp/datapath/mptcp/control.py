@@ -8,6 +8,8 @@ built on it (``bpf/bgwc.bpf.c``):
   BG (DSCP EF, ToS 0xb8, reno) or WC (DSCP CS1, ToS 0x20, the ``bgwc_wc`` congestion control);
 - ``bgwc_wc``: Reno whose additive increase is (A_l / K)^2 segments per RTT, A_l and K per VM (cgroup)
   from the ``bgwc_vm`` map (K = the VM's live WC subflows unless set);
+- metering: the bytes each VM's subflows delivered (acknowledged), per VM in ``bgwc_bytes``
+  (:func:`vm_bytes`), what the service's agent bills;
 - the tc side (per-VM BG rate limit, strict priority at switch ports) is in :mod:`paccp.datapath.mptcp.prio`.
 
 Pins live in :data:`PIN_DIR` (root only). Layouts mirror the structs of ``bpf/bgwc.bpf.c``.
@@ -31,7 +33,7 @@ CC_NAME = "bgwc_wc"
 OPS = "bgwc_ops"
 SOCKOPS = "bgwc_sockops"
 OPS_BG = "bgwc_bg_ops"
-PINS = ("bgwc_addr", "bgwc_vm", "bgwc_conf", OPS, OPS_BG, SOCKOPS)
+PINS = ("bgwc_addr", "bgwc_vm", "bgwc_bytes", "bgwc_conf", OPS, OPS_BG, SOCKOPS)
 CLASSES = {"bg": 1, "wc": 2}
 TOS = {"bg": 0xB8, "wc": 0x20}
 VM = struct.Struct("<IIII")  # a_l, k_set, k_live, policy
@@ -164,6 +166,7 @@ class VmPolicy:
     k_set: int
     k_live: int
     policy: bool
+    bytes_acked: int = 0
 
 
 def vm_set(cgroup: str, a_l: int, k: int = 0, policy: bool = True) -> cgroups.CgroupRef:
@@ -187,11 +190,27 @@ def vm_set(cgroup: str, a_l: int, k: int = 0, policy: bool = True) -> cgroups.Cg
 def vm_clear(cgroup: str) -> bool:
     cg = cgroups.resolve_cgroup(cgroup)
     cgroups.detach_cgroup_prog(cg.path, "sock_ops", Path(PIN_DIR, SOCKOPS))
-    fd = _fd("bgwc_vm")
+    fd, fd_b = _fd("bgwc_vm"), _fd("bgwc_bytes")
     try:
+        bpfsys.delete(fd_b, U64.pack(cg.cgid))
         return bpfsys.delete(fd, U64.pack(cg.cgid))
     finally:
         os.close(fd)
+        os.close(fd_b)
+
+
+def vm_bytes(cgroup: str) -> int | None:
+    """Bytes the VM's subflows delivered (acknowledged) since it was set; None: not a VM of bgwc."""
+    cg = cgroups.resolve_cgroup(cgroup)
+    fd_v, fd_b = _fd("bgwc_vm"), _fd("bgwc_bytes")
+    try:
+        if bpfsys.lookup(fd_v, U64.pack(cg.cgid), VM.size) is None:
+            return None
+        got = bpfsys.lookup(fd_b, U64.pack(cg.cgid), U64.size)
+        return 0 if got is None else int(U64.unpack(got)[0])  # no byte acknowledged yet
+    finally:
+        os.close(fd_v)
+        os.close(fd_b)
 
 
 def status() -> dict[str, Any]:
@@ -200,21 +219,24 @@ def status() -> dict[str, Any]:
     if not st["loaded"]:
         return st
     paths = cgroups.cgroup_paths()
-    fd_a, fd_v = _fd("bgwc_addr"), _fd("bgwc_vm")
+    fd_a, fd_v, fd_b = _fd("bgwc_addr"), _fd("bgwc_vm"), _fd("bgwc_bytes")
     try:
         names = {v: k for k, v in CLASSES.items()}
         st["addresses"] = sorted(
             (socket.inet_ntoa(k), names.get(CLASS.unpack(v)[0], "?")) for k, v in bpfsys.items(fd_a, 4, 8)
         )
+        acked = {U64.unpack(k)[0]: U64.unpack(v)[0] for k, v in bpfsys.items(fd_b, 8, U64.size)}
         vms = []
         for k, v in bpfsys.items(fd_v, 8, VM.size):
             cgid = U64.unpack(k)[0]
             a_l, k_set, k_live, pol = VM.unpack(v)
-            vms.append(VmPolicy(paths.get(cgid, f"cgroup:{cgid}"), a_l, k_set, k_live, bool(pol)).__dict__)
+            where = paths.get(cgid, f"cgroup:{cgid}")
+            vms.append(VmPolicy(where, a_l, k_set, k_live, bool(pol), acked.get(cgid, 0)).__dict__)
         st["vms"] = sorted(vms, key=lambda v: v["cgroup"])
     finally:
         os.close(fd_a)
         os.close(fd_v)
+        os.close(fd_b)
     st["sockops_cgroups"] = sorted({cg for cg, _a, _n in cgroups.attached_cgroups((("sock_ops", SOCKOPS),))})
     return st
 
@@ -224,10 +246,11 @@ def reap() -> None:
     if not is_loaded():
         return
     live = cgroups.live_cgroups()
-    fd = _fd("bgwc_vm")
-    try:
-        for k, _v in bpfsys.items(fd, 8, VM.size):
-            if U64.unpack(k)[0] not in live:
-                bpfsys.delete(fd, k)
-    finally:
-        os.close(fd)
+    for name, size in (("bgwc_vm", VM.size), ("bgwc_bytes", U64.size)):
+        fd = _fd(name)
+        try:
+            for k, _v in bpfsys.items(fd, 8, size):
+                if U64.unpack(k)[0] not in live:
+                    bpfsys.delete(fd, k)
+        finally:
+            os.close(fd)

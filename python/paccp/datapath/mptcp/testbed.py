@@ -121,6 +121,7 @@ class Result:
     wc_bps: dict[str, float] = field(default_factory=dict)  # goodput of WC subflows
     bg_sent_bps: dict[str, float] = field(default_factory=dict)  # bytes the VM's BG class sent (htb)
     wc_sent_bps: dict[str, float] = field(default_factory=dict)  # incl. retransmissions
+    metered_bps: dict[str, float] = field(default_factory=dict)  # the datapath's meter (bgwc_bytes)
     link_bps: float = 0.0
     link_bg_bps: float = 0.0
     link_wc_bps: float = 0.0
@@ -241,6 +242,12 @@ class _Snap:
     t: float
     counters: dict[str, dict[str, int]]
     wall_ns: int
+    metered: dict[str, int]
+
+
+def _metered() -> dict[str, int]:
+    """Each VM's bytes delivered as the datapath meters them, by cgroup name (the server's)."""
+    return {v["cgroup"].rsplit("/", 1)[-1]: int(v["bytes_acked"]) for v in mptcp.status().get("vms", [])}
 
 
 def _snap(net: Net, names: list[str]) -> _Snap:
@@ -248,7 +255,8 @@ def _snap(net: Net, names: list[str]) -> _Snap:
     classes = {n: prio.class_bytes(net, n, "e0") for n in names}
     link = prio.class_bytes(net, "sw1", "e0")
     subflows = {n: (_subflows(net, n), time.monotonic()) for n in names}
-    return _Snap(classes, link, subflows, t, {n: _nstat(net, n) for n in names}, time.time_ns())
+    metered = _metered()
+    return _Snap(classes, link, subflows, t, {n: _nstat(net, n) for n in names}, time.time_ns(), metered)
 
 
 def _result(a: _Snap, b: _Snap, cpu: float | None) -> Result:
@@ -259,6 +267,7 @@ def _result(a: _Snap, b: _Snap, cpu: float | None) -> Result:
         res.bg_bps[n], res.wc_bps[n] = g["bg"], g["wc"]
         res.bg_sent_bps[n] = (b.classes[n].get(prio.HIGH, 0) - a.classes[n].get(prio.HIGH, 0)) * 8 / dt
         res.wc_sent_bps[n] = (b.classes[n].get(prio.LOW, 0) - a.classes[n].get(prio.LOW, 0)) * 8 / dt
+        res.metered_bps[n] = (b.metered.get(n, 0) - a.metered.get(n, 0)) * 8 / dt
     res.link_bg_bps = (b.link.get(prio.HIGH, 0) - a.link.get(prio.HIGH, 0)) * 8 / dt
     res.link_wc_bps = (b.link.get(prio.LOW, 0) - a.link.get(prio.LOW, 0)) * 8 / dt
     res.link_bps = (b.link.get("1:1", 0) - a.link.get("1:1", 0)) * 8 / dt
