@@ -87,6 +87,60 @@ const QUEUE_SHARE: f64 = 0.9;
 /// The smallest window (segments) the law gives a connection: below one segment the host paces.
 const MIN_LAW_WND: f64 = 1.0 / 64.0;
 
+/// The law run in time (`fluid`) for one connection of a VM with `n` connections: each ACK
+/// advances the law by the time since the connection's previous ACK, as DCTCP's fluid model.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    rcos: f64,
+    /// The VM's weight (split over its `n` connections here).
+    omega: f64,
+    n: f64,
+    /// The VM's connections together are below its guarantee.
+    below: bool,
+}
+
+impl Step {
+    /// The law window `w` after an ACK, `marked` or not, that comes `rtts` RTTs after the
+    /// connection's previous one, with `alpha` the connection's marked share; `ss`: in slow start
+    /// with its window in use (and this ACK unmarked); `used`: its window in use.
+    ///
+    /// Per RTT: alpha W / 2 less (DCTCP's decrease, taken continuously), and for an unmarked ACK
+    /// the law's increase: below the VM's guarantee PACCP's step (rcos - 1) W / 2 +
+    /// (rcos - 1 + omega) / n, else, with the window in use, omega / n; in slow start the window
+    /// doubles. Every change is a rate per unit time, linear in W or constant, with a smooth
+    /// decrease: k connections of a VM through one bottleneck, marked in the same share, change
+    /// the VM's window together by what one connection would, however sparse each one's ACKs are
+    /// (the VM's pacer serves its connections in turn, so a connection below one segment gets an
+    /// ACK every few RTTs, and a decrease applied only at a marked ACK could not take more than
+    /// its whole window where the increases add up: a per-ACK law favours many small connections).
+    fn advance(self, w: f64, rtts: f64, alpha: f64, marked: bool, ss: bool, used: bool) -> f64 {
+        if ss {
+            return w * rtts.exp2();
+        }
+        // dW / dt = -a W + b (per RTT), integrated exactly over the interval (a step that added the
+        // increase after the decrease would let the increases of sparse ACKs escape the decrease)
+        let (grow, b) = if marked {
+            (0.0, 0.0)
+        } else if self.below {
+            (
+                (self.rcos - 1.0) / 2.0,
+                (self.rcos - 1.0 + self.omega) / self.n,
+            )
+        } else if used {
+            (0.0, self.omega / self.n)
+        } else {
+            (0.0, 0.0)
+        };
+        let a = alpha / 2.0 - grow;
+        if a.abs() * rtts < 1e-9 {
+            w + (b - a * w) * rtts
+        } else {
+            let e = (-a * rtts).exp();
+            w * e + b * (1.0 - e) / a
+        }
+    }
+}
+
 /// A VM's purchase at its host.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pair {
@@ -180,6 +234,12 @@ struct WindowCfg {
     /// A VM's first connection opens at its guarantee's window and doubles per unmarked round
     /// until the first mark or loss (false: it opens at the cap, ablation).
     start: bool,
+    /// The law run in time, as DCTCP's fluid model, with the guarantee tested on the VM (false: per
+    /// round of each connection, ablation).
+    fluid: bool,
+    /// While the VM is paced, its ACKs drive all its connections as one (false: each connection its
+    /// own ACKs, ablation; with `fluid` only).
+    pool: bool,
     /// A retransmission leaving the host ends the round as a loss: the window halves (false: the
     /// law sees delay only, ablation).
     loss: bool,
@@ -236,6 +296,12 @@ struct VmState {
     pace: Option<(f64, u64)>,
     /// The earliest time the pacer lets the VM's next data packet leave.
     next_send: u64,
+    /// The VM's marked share (DCTCP's estimator over all its connections' ACKs) and when its last
+    /// ACK came (`fluid`).
+    alpha: f64,
+    last_ack: u64,
+    /// When a loss last halved its pooled connections.
+    halved: u64,
 }
 
 /// Part 3's state of one connection.
@@ -271,6 +337,14 @@ struct ConnState {
     ss: bool,
     /// A retransmission of it left the host in this round.
     lost: bool,
+    /// One past the highest segment acknowledged.
+    una: u64,
+    /// When its law last advanced (0: not yet).
+    last_ack: u64,
+    /// Its window was in use at its last ACK.
+    used: bool,
+    /// Its host-queue cap at its last ACK (segments).
+    cap: f64,
 }
 
 impl ConnState {
@@ -340,6 +414,9 @@ impl PaccpHost {
             last_active: now,
             pace: None,
             next_send: 0,
+            alpha: ALPHA_INIT,
+            last_ack: 0,
+            halved: 0,
         })
     }
 
@@ -383,12 +460,16 @@ impl PaccpHost {
             self.next_prune = now.saturating_add(idle);
         }
         let vm = self.conns.get(&pkt.flow)?.vm;
-        let n = self
+        // the VM's live connections and the rate of their law windows together (bit/s per segment)
+        let (n, vm_segs_per_s) = self
             .conns
             .values()
             .filter(|c| c.vm == vm && c.alive(idle, now))
-            .count()
-            .max(1) as f64;
+            .fold((0usize, 0.0), |(n, r), c| {
+                let per_s = if c.rtt_ps > 0.0 { c.w / (c.rtt_ps / PS_PER_S) } else { 0.0 };
+                (n + 1, r + per_s)
+            });
+        let n = n.max(1) as f64;
         let (theta, omega, share) = match self.vms.get(&vm) {
             // the guarantee as the port allocation scaled it (rule 4)
             Some(s) if self.solved.contains(&vm) => {
@@ -403,6 +484,7 @@ impl PaccpHost {
                 }),
         };
         let seg_bits = (f.mss_bytes * 8) as f64;
+        let paced = f.pool && self.pace_of(vm, now).is_some();
         let c = self.conns.get_mut(&pkt.flow)?;
         let mut sample = None;
         while let Some(&(ts, dep)) = c.sent.front() {
@@ -430,6 +512,7 @@ impl PaccpHost {
         if !f.law {
             return Some(cap.ceil() as u64);
         }
+        let mut mark = None;
         if let Some(rtt) = sample {
             c.base_ps = c.base_ps.min(rtt);
             c.srtt_ps = if c.srtt_ps == 0.0 {
@@ -438,10 +521,17 @@ impl PaccpHost {
                 0.875 * c.srtt_ps + 0.125 * rtt as f64
             };
             c.acks += 1;
-            if rtt - c.base_ps > f.mark_ns.saturating_mul(1000) {
+            let m = rtt - c.base_ps > f.mark_ns.saturating_mul(1000);
+            if m {
                 c.marked += 1;
             }
+            mark = Some(m);
         }
+        // the segments this ACK acknowledges for the first time (delayed ACKs cover two)
+        let acked = pkt.seq.saturating_sub(c.una);
+        // what it had in flight before this ACK
+        let flight = c.hi.saturating_sub(c.una);
+        c.una = c.una.max(pkt.seq);
         if c.hi.saturating_sub(pkt.seq) as f64 + 1.0 >= c.w.min(cap) {
             c.full = true;
         }
@@ -454,10 +544,41 @@ impl PaccpHost {
             c.opened = true;
             c.w = w_min.max(1.0).min(cap.max(1.0));
         }
+        if let (true, Some(m), true) = (f.fluid, mark, acked > 0) {
+            // the window in use: the whole window imposed (the law's, at least the guarantee's and
+            // one segment) was in flight before this ACK
+            c.used = flight as f64 >= c.x.max(1.0).min(cap).floor();
+            if m {
+                c.ss = false;
+            }
+            c.cap = cap;
+            let w = c.w;
+            let step = Step {
+                rcos: f.rcos,
+                omega,
+                n,
+                // below its guarantee is a property of the VM, not of one of its connections: its
+                // connections' law rates together against theta (one connection: W < Wmin)
+                below: vm_segs_per_s * seg_bits < theta || (vm_segs_per_s == 0.0 && w < w_min),
+            };
+            self.advance(vm, pkt.flow, step, m, paced, idle, now);
+        }
+        let c = self.conns.get_mut(&pkt.flow)?;
+        let mut vm_lost = false;
         if c.acks > 0 && now >= c.round_end {
             let om = omega / n;
             // a loss is a round entirely marked (a strong mark): the window halves
             let lost = std::mem::take(&mut c.lost) && f.loss;
+            if f.fluid {
+                // the marks moved the window ACK by ACK; a loss still halves it once per round (a
+                // pooled VM's connections all: the VM halves as one connection would)
+                if lost && paced {
+                    vm_lost = true;
+                } else if lost {
+                    c.ss = false;
+                    c.w = (c.w / 2.0).max(MIN_LAW_WND);
+                }
+            } else {
             let frac = if lost {
                 1.0
             } else {
@@ -492,6 +613,7 @@ impl PaccpHost {
                 c.w
             }
             .clamp(MIN_LAW_WND, cap.max(1.0));
+            }
             c.acks = 0;
             c.marked = 0;
             c.full = false;
@@ -511,8 +633,97 @@ impl PaccpHost {
         } else {
             x.floor()
         };
+        let r = c.rtt_ps as u64;
+        if vm_lost {
+            self.halve(vm, r, idle, now);
+        }
         self.set_pace(vm, seg_bits, idle, now);
         Some(whole.max(1.0) as u64)
+    }
+
+    /// The law in time (`fluid`) after an ACK of connection `flow` of VM `vm`, `marked` or not:
+    /// while the VM is `paced` (one of its connections below one segment), its pacer serves its
+    /// connections in turn and each gets an ACK every few RTTs; the VM's ACKs then drive all its
+    /// connections (each advanced by the time since the VM's previous ACK, with the VM's marked
+    /// share), as one entity. Otherwise each connection's own ACKs drive it (connections through
+    /// different bottlenecks see different marks).
+    #[allow(clippy::too_many_arguments)]
+    fn advance(
+        &mut self,
+        vm: u32,
+        flow: u32,
+        step: Step,
+        marked: bool,
+        paced: bool,
+        idle: u64,
+        now: u64,
+    ) {
+        let cap = |c: &ConnState| c.cap.max(1.0);
+        let gain = |rtts: f64| 1.0 - (1.0 - ALPHA_GAIN).powf(rtts);
+        let Some(s) = self.vms.get_mut(&vm) else {
+            return;
+        };
+        let since = if s.last_ack > 0 {
+            now.saturating_sub(s.last_ack).min(idle)
+        } else {
+            0
+        };
+        s.last_ack = now;
+        // the VM's RTT: its live connections' mean
+        let (k, sum) = self
+            .conns
+            .values()
+            .filter(|c| c.vm == vm && c.alive(idle, now))
+            .fold((0.0, 0.0), |(k, s), c| (k + 1.0, s + c.srtt_ps.max(c.base_ps as f64)));
+        let r_vm = if k > 0.0 { (sum / k).max(1.0) } else { 1.0 };
+        let g = gain(since as f64 / r_vm);
+        s.alpha = (1.0 - g) * s.alpha + g * if marked { 1.0 } else { 0.0 };
+        let alpha_vm = s.alpha;
+        for (id, c) in self.conns.iter_mut() {
+            if c.vm != vm || !(paced || *id == flow) || !c.alive(idle, now) {
+                continue;
+            }
+            let r = c.srtt_ps.max(c.base_ps as f64).max(1.0);
+            let (rtts, alpha) = if paced {
+                c.last_ack = now;
+                ((since as f64 / r).min(1.0 / MIN_LAW_WND), alpha_vm)
+            } else {
+                let own = if c.last_ack > 0 {
+                    now.saturating_sub(c.last_ack).min(idle)
+                } else {
+                    0
+                };
+                c.last_ack = now;
+                let rtts = (own as f64 / r).min(1.0 / MIN_LAW_WND);
+                let g = gain(rtts);
+                c.alpha = (1.0 - g) * c.alpha + g * if marked { 1.0 } else { 0.0 };
+                (rtts, c.alpha)
+            };
+            if marked {
+                c.ss = false;
+            }
+            let used = c.used || c.x < 1.0;
+            c.w = step
+                .advance(c.w, rtts, alpha, marked, c.ss && used && !marked, used)
+                .clamp(MIN_LAW_WND, cap(c));
+        }
+    }
+
+    /// A loss at a pooled VM (`pool`): all its connections halve, at most once per RTT `rtt_ps`.
+    fn halve(&mut self, vm: u32, rtt_ps: u64, idle: u64, now: u64) {
+        let Some(s) = self.vms.get_mut(&vm) else {
+            return;
+        };
+        if s.halved.saturating_add(rtt_ps) > now && s.halved > 0 {
+            return;
+        }
+        s.halved = now;
+        for c in self.conns.values_mut() {
+            if c.vm == vm && c.alive(idle, now) {
+                c.ss = false;
+                c.w = (c.w / 2.0).max(MIN_LAW_WND);
+            }
+        }
     }
 
     /// The VM's pacer (part 3): while one of its connections has a law window below one segment,
@@ -651,6 +862,10 @@ impl Selector for PaccpHost {
             opened: !first,
             ss: first || ss,
             lost: false,
+            una: pkt.seq,
+            last_ack: 0,
+            used: false,
+            cap: w0,
         });
         // a segment below the highest sent is a retransmission: the guest lost one
         if known && pkt.seq < c.hi {
