@@ -88,7 +88,7 @@ const QUEUE_SHARE: f64 = 0.9;
 const MIN_LAW_WND: f64 = 1.0 / 64.0;
 
 /// The law run in time (`fluid`) for one connection of a VM with `n` connections: each ACK
-/// advances the law by the time since the connection's previous ACK, as DCTCP's fluid model.
+/// advances it over the time since the previous one, as DCTCP's fluid model.
 #[derive(Debug, Clone, Copy)]
 struct Step {
     rcos: f64,
@@ -100,30 +100,28 @@ struct Step {
 }
 
 impl Step {
-    /// The law window `w` after an ACK, `marked` or not, that comes `rtts` RTTs after the
-    /// connection's previous one, with `alpha` the connection's marked share; `ss`: in slow start
-    /// with its window in use (and this ACK unmarked); `used`: its window in use.
+    /// The law window `w` after an ACK, `marked` or not, standing for `rtts` RTTs; `ss`: in slow
+    /// start with its window in use (and this ACK unmarked); `used`: its window in use.
     ///
-    /// Per RTT: alpha W / 2 less (DCTCP's decrease, taken continuously), and for an unmarked ACK
-    /// the law's increase: below the VM's guarantee PACCP's step (rcos - 1) W / 2 +
-    /// (rcos - 1 + omega) / n, else, with the window in use, omega / n; in slow start the window
-    /// doubles. Every change is a rate per unit time, linear in W or constant, with a smooth
-    /// decrease: k connections of a VM through one bottleneck, marked in the same share, change
-    /// the VM's window together by what one connection would, however sparse each one's ACKs are
-    /// (the VM's pacer serves its connections in turn, so a connection below one segment gets an
-    /// ACK every few RTTs, and a decrease applied only at a marked ACK could not take more than
-    /// its whole window where the increases add up: a per-ACK law favours many small connections).
-    fn advance(self, w: f64, rtts: f64, alpha: f64, marked: bool, ss: bool, used: bool) -> f64 {
+    /// Per RTT of marked time: W / 2 less (DCTCP's fluid model: over an RTT in which a share
+    /// alpha of the ACKs is marked, alpha W / 2 less). Per RTT of unmarked time, the law's
+    /// increase: below the VM's guarantee PACCP's step (rcos - 1) W / 2 + (rcos - 1 + omega) / n,
+    /// else, with the window in use, omega / n; in slow start the window doubles. Every change is
+    /// a rate per unit time, linear in W or constant, integrated exactly over the interval: k
+    /// connections of a VM through one bottleneck whose ACKs are marked in the same share of the
+    /// time change the VM's window together by what one connection would. (A law per round of
+    /// each connection does not: a round counts as marked if any of its ACKs is, and k
+    /// connections with windows k times smaller are marked in fewer of their rounds.)
+    fn advance(self, w: f64, rtts: f64, marked: bool, ss: bool, used: bool) -> f64 {
         if ss {
             return w * rtts.exp2();
         }
-        // dW / dt = -a W + b (per RTT), integrated exactly over the interval (a step that added the
-        // increase after the decrease would let the increases of sparse ACKs escape the decrease)
-        let (grow, b) = if marked {
-            (0.0, 0.0)
+        // dW / dt = -a W + b (per RTT)
+        let (a, b) = if marked {
+            (0.5, 0.0)
         } else if self.below {
             (
-                (self.rcos - 1.0) / 2.0,
+                -(self.rcos - 1.0) / 2.0,
                 (self.rcos - 1.0 + self.omega) / self.n,
             )
         } else if used {
@@ -131,9 +129,8 @@ impl Step {
         } else {
             (0.0, 0.0)
         };
-        let a = alpha / 2.0 - grow;
-        if a.abs() * rtts < 1e-9 {
-            w + (b - a * w) * rtts
+        if a == 0.0 {
+            w + b * rtts
         } else {
             let e = (-a * rtts).exp();
             w * e + b * (1.0 - e) / a
@@ -296,9 +293,7 @@ struct VmState {
     pace: Option<(f64, u64)>,
     /// The earliest time the pacer lets the VM's next data packet leave.
     next_send: u64,
-    /// The VM's marked share (DCTCP's estimator over all its connections' ACKs) and when its last
-    /// ACK came (`fluid`).
-    alpha: f64,
+    /// When its last ACK came (`fluid`).
     last_ack: u64,
     /// When a loss last halved its pooled connections.
     halved: u64,
@@ -414,7 +409,6 @@ impl PaccpHost {
             last_active: now,
             pace: None,
             next_send: 0,
-            alpha: ALPHA_INIT,
             last_ack: 0,
             halved: 0,
         })
@@ -659,7 +653,6 @@ impl PaccpHost {
         now: u64,
     ) {
         let cap = |c: &ConnState| c.cap.max(1.0);
-        let gain = |rtts: f64| 1.0 - (1.0 - ALPHA_GAIN).powf(rtts);
         let Some(s) = self.vms.get_mut(&vm) else {
             return;
         };
@@ -669,42 +662,26 @@ impl PaccpHost {
             0
         };
         s.last_ack = now;
-        // the VM's RTT: its live connections' mean
-        let (k, sum) = self
-            .conns
-            .values()
-            .filter(|c| c.vm == vm && c.alive(idle, now))
-            .fold((0.0, 0.0), |(k, s), c| (k + 1.0, s + c.srtt_ps.max(c.base_ps as f64)));
-        let r_vm = if k > 0.0 { (sum / k).max(1.0) } else { 1.0 };
-        let g = gain(since as f64 / r_vm);
-        s.alpha = (1.0 - g) * s.alpha + g * if marked { 1.0 } else { 0.0 };
-        let alpha_vm = s.alpha;
         for (id, c) in self.conns.iter_mut() {
             if c.vm != vm || !(paced || *id == flow) || !c.alive(idle, now) {
                 continue;
             }
             let r = c.srtt_ps.max(c.base_ps as f64).max(1.0);
-            let (rtts, alpha) = if paced {
-                c.last_ack = now;
-                ((since as f64 / r).min(1.0 / MIN_LAW_WND), alpha_vm)
+            let own = if paced {
+                since
+            } else if c.last_ack > 0 {
+                now.saturating_sub(c.last_ack).min(idle)
             } else {
-                let own = if c.last_ack > 0 {
-                    now.saturating_sub(c.last_ack).min(idle)
-                } else {
-                    0
-                };
-                c.last_ack = now;
-                let rtts = (own as f64 / r).min(1.0 / MIN_LAW_WND);
-                let g = gain(rtts);
-                c.alpha = (1.0 - g) * c.alpha + g * if marked { 1.0 } else { 0.0 };
-                (rtts, c.alpha)
+                0
             };
+            c.last_ack = now;
+            let rtts = (own as f64 / r).min(1.0 / MIN_LAW_WND);
             if marked {
                 c.ss = false;
             }
             let used = c.used || c.x < 1.0;
             c.w = step
-                .advance(c.w, rtts, alpha, marked, c.ss && used && !marked, used)
+                .advance(c.w, rtts, marked, c.ss && used && !marked, used)
                 .clamp(MIN_LAW_WND, cap(c));
         }
     }
