@@ -30,19 +30,24 @@
 //!    - **fabric law** (`law = true`): per connection, PACCP's law with the VM's pair split over its
 //!      active connections (VBP: theta / n, omega / n), driven by a signal that does not wait for a
 //!      loss: the queueing delay beyond the host, the ACK's RTT measured from the segment's departure
-//!      from the host (the host queue's own wait excluded) minus the smallest seen, "marked" above
-//!      `mark_ns` (as ECN at a switch queue with a threshold, which the engine's switches do not
-//!      have). Once per round (the connection's RTT beyond the host): marked ACKs: W (1 - alpha / 2),
-//!      alpha the moving share of marked ACKs (DCTCP's estimator, gain 1/16); else if W < Wmin
-//!      (theta / n over the base RTT): (rcos + 1) W / 2 + (rcos - 1 + omega / n); else, if the
-//!      connection used its window: W + omega / n. The window imposed is W, never below Wmin nor
-//!      above the cap. All connections of a VM through one bottleneck see the same delay and back
-//!      off together, so k connections get what one gets; shares at a fabric bottleneck follow omega
-//!      (additive increase in proportion to omega, the same proportional decrease), above theta.
-//!      The VM's pair is split over its connections everywhere, the law's constant step
-//!      (rcos - 1) / n too. alpha starts at 1 (Linux's DCTCP), so a connection that opens into a
-//!      standing queue backs off at its first marked round; a connection that joins a VM with live
-//!      connections starts at their mean window (not at the cap);
+//!      from the host (the host queue's own wait excluded) minus the unloaded RTT (or a smaller one
+//!      seen), "marked" above `mark_ns` (as ECN at a switch queue with a threshold, which the
+//!      engine's switches do not have). The window imposed is the law's W, never below Wmin (theta / n
+//!      over the current RTT) nor above the cap. A connection that joins a VM with live connections
+//!      starts at their mean window (not at the cap).
+//!    - **the law in time** (`fluid = true`): each ACK advances W over the time since the
+//!      connection's previous ACK ([`Step::advance`], DCTCP's fluid model integrated exactly): per
+//!      RTT of marked time W / 2 less; per RTT of unmarked time, while the VM's connections together
+//!      are below theta, PACCP's guarantee step (rcos - 1) W / 2 + (rcos - 1 + omega) / n, else, with
+//!      the whole imposed window in flight before the ACK, omega / n. Every change is a rate per unit
+//!      time, linear in W or constant: k connections of a VM through one bottleneck whose ACKs are
+//!      marked in the same share of the time change the VM's window together as one would, and
+//!      shares at a fabric bottleneck follow omega above theta. (`fluid = false`, ablation: once per
+//!      round of each connection, marked ACKs: W (1 - alpha / 2), alpha DCTCP's estimator starting
+//!      at 1; else if W < Wmin: (rcos + 1) W / 2 + (rcos - 1 + omega) / n; else, if the connection
+//!      used its window: W + omega / n. A round counts as marked if any of its ACKs is, so
+//!      connections with small windows, fewer ACKs per round, are marked in fewer rounds: k
+//!      connections of a VM took 1.26 times one's share at a 1 Gb/s fabric link.)
 //!    - **opening by slow start** (`start = true`): a VM's first connection (none live) opens at its
 //!      guarantee's window (theta / n over the unloaded RTT beyond the host, at least one segment)
 //!      and, in a round with its window in use and no mark, doubles it (once per RTT elapsed) up to
@@ -50,16 +55,22 @@
 //!      start while one of them is. (`start = false`, ablation: it opens at the cap; six VMs doing
 //!      so put several times a 200-packet switch queue into it before the first mark came back.)
 //!    - **loss as a strong mark** (`loss = true`): a segment that leaves the host below the highest
-//!      one sent is a retransmission (the guest lost one beyond the host); its round counts as
-//!      wholly marked in alpha and halves the window (Reno's and DCTCP's response to a loss).
+//!      one sent is a retransmission (the guest lost one beyond the host); at the end of that round
+//!      the window halves (Reno's and DCTCP's response to a loss; per round, `fluid = false`: the
+//!      round also counts as wholly marked in alpha).
 //!    - **per-VM pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
 //!      fair share is a few segments per RTT k connections would hold k. The law's window may go
 //!      below one segment (down to 1/64); while one of a VM's connections is there, the host
 //!      releases the VM's data at the sum of its connections' law rates (window over RTT), the
 //!      guests keeping one segment each (Seawall / EyeQ: a rate limiter per VM driven by
-//!      congestion). A round then spans the RTTs elapsed since the last (the decrease and the
-//!      increase count them, so they act per unit time), and a connection is idle only after
-//!      `idle_ns` beyond its expected gap between segments (RTT / W).
+//!      congestion). A connection is idle only after `idle_ns` beyond its expected gap between
+//!      segments (RTT / W).
+//!    - **pooled while paced** (`pool = true`, with `fluid`): the pacer serves a VM's connections in
+//!      turn, so each gets an ACK every k of the VM's; driven by its own, a connection moves by large
+//!      steps from single samples (the gamer above kept 1.30 times its share). While the VM is
+//!      paced, each of its ACKs advances all its live connections over the time since the VM's
+//!      previous ACK, with that ACK's mark, and a loss halves them all at most once per RTT: the VM
+//!      is driven as one connection carrying all its ACKs.
 //!
 //! ACKs are never held and go first.
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
@@ -460,7 +471,11 @@ impl PaccpHost {
             .values()
             .filter(|c| c.vm == vm && c.alive(idle, now))
             .fold((0usize, 0.0), |(n, r), c| {
-                let per_s = if c.rtt_ps > 0.0 { c.w / (c.rtt_ps / PS_PER_S) } else { 0.0 };
+                let per_s = if c.rtt_ps > 0.0 {
+                    c.w / (c.rtt_ps / PS_PER_S)
+                } else {
+                    0.0
+                };
                 (n + 1, r + per_s)
             });
         let n = n.max(1) as f64;
@@ -559,7 +574,9 @@ impl PaccpHost {
         }
         let c = self.conns.get_mut(&pkt.flow)?;
         let mut vm_lost = false;
-        if c.acks > 0 && now >= c.round_end {
+        // a round ends at an ACK an RTT after it began; with a retransmission in it, at any ACK (the
+        // guest's duplicate ACKs in its recovery carry no RTT sample, and a loss must still act)
+        if (c.acks > 0 || (c.lost && f.loss && f.fluid)) && now >= c.round_end {
             let om = omega / n;
             // a loss is a round entirely marked (a strong mark): the window halves
             let lost = std::mem::take(&mut c.lost) && f.loss;
@@ -573,40 +590,40 @@ impl PaccpHost {
                     c.w = (c.w / 2.0).max(MIN_LAW_WND);
                 }
             } else {
-            let frac = if lost {
-                1.0
-            } else {
-                f64::from(c.marked) / f64::from(c.acks)
-            };
-            c.alpha = (1.0 - ALPHA_GAIN) * c.alpha + ALPHA_GAIN * frac;
-            // a round lasts one RTT while the window is a segment or more; below that an ACK comes
-            // every 1 / W RTTs and the increase counts the RTTs elapsed (per unit time as above)
-            let rtts = if c.srtt_ps > 0.0 {
-                (now.saturating_sub(c.round_start) as f64 / c.srtt_ps)
-                    .floor()
-                    .clamp(1.0, (1.0 / c.w).ceil().max(1.0))
-            } else {
-                1.0
-            };
-            // the VM's law split over its n connections: the constant step (rcos - 1) too, so
-            // that n connections below their guarantee recover together as one would
-            if lost || c.marked > 0 {
-                c.ss = false;
-            }
-            c.w = if lost {
-                c.w / 2.0
-            } else if c.marked > 0 {
-                c.w * (1.0 - c.alpha / 2.0).powf(rtts)
-            } else if c.w < w_min {
-                (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + omega) / n
-            } else if c.full && c.ss {
-                c.w * 2f64.powf(rtts)
-            } else if c.full {
-                c.w + om * rtts
-            } else {
-                c.w
-            }
-            .clamp(MIN_LAW_WND, cap.max(1.0));
+                let frac = if lost {
+                    1.0
+                } else {
+                    f64::from(c.marked) / f64::from(c.acks)
+                };
+                c.alpha = (1.0 - ALPHA_GAIN) * c.alpha + ALPHA_GAIN * frac;
+                // a round lasts one RTT while the window is a segment or more; below that an ACK comes
+                // every 1 / W RTTs and the increase counts the RTTs elapsed (per unit time as above)
+                let rtts = if c.srtt_ps > 0.0 {
+                    (now.saturating_sub(c.round_start) as f64 / c.srtt_ps)
+                        .floor()
+                        .clamp(1.0, (1.0 / c.w).ceil().max(1.0))
+                } else {
+                    1.0
+                };
+                // the VM's law split over its n connections: the constant step (rcos - 1) too, so
+                // that n connections below their guarantee recover together as one would
+                if lost || c.marked > 0 {
+                    c.ss = false;
+                }
+                c.w = if lost {
+                    c.w / 2.0
+                } else if c.marked > 0 {
+                    c.w * (1.0 - c.alpha / 2.0).powf(rtts)
+                } else if c.w < w_min {
+                    (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + omega) / n
+                } else if c.full && c.ss {
+                    c.w * 2f64.powf(rtts)
+                } else if c.full {
+                    c.w + om * rtts
+                } else {
+                    c.w
+                }
+                .clamp(MIN_LAW_WND, cap.max(1.0));
             }
             c.acks = 0;
             c.marked = 0;
@@ -662,6 +679,13 @@ impl PaccpHost {
             0
         };
         s.last_ack = now;
+        // the VM's window in effect (segments per RTT): pooled, its ACKs come about 1 / X RTTs apart
+        let x_vm: f64 = self
+            .conns
+            .values()
+            .filter(|c| c.vm == vm && c.alive(idle, now))
+            .map(|c| c.x)
+            .sum();
         for (id, c) in self.conns.iter_mut() {
             if c.vm != vm || !(paced || *id == flow) || !c.alive(idle, now) {
                 continue;
@@ -675,7 +699,10 @@ impl PaccpHost {
                 0
             };
             c.last_ack = now;
-            let rtts = (own as f64 / r).min(1.0 / MIN_LAW_WND);
+            // an ACK stands for at most the expected gap between ACKs (at least an RTT): after a
+            // silence (the guests waiting for a timeout) the law does not grow over the silence
+            let x = if paced { x_vm } else { c.x };
+            let rtts = (own as f64 / r).min(1.0 / x.clamp(MIN_LAW_WND, 1.0));
             if marked {
                 c.ss = false;
             }
@@ -815,10 +842,27 @@ impl Selector for PaccpHost {
                 (n + 1, s + c.w, ss || c.ss)
             });
         let cap = (f.queue_pkts as f64 * QUEUE_SHARE).max(2.0);
-        let w0 = if n > 0 { sum / f64::from(n) } else { cap };
+        let known = self.conns.contains_key(&pkt.flow);
+        // the law in time: a join splits the VM's window, it does not add to it (k connections
+        // joining one in slow start would multiply the VM's window by k)
+        let split = f.fluid && n > 0 && !known;
+        let w0 = if split {
+            sum / f64::from(n + 1)
+        } else if n > 0 {
+            sum / f64::from(n)
+        } else {
+            cap
+        };
+        if split {
+            let keep = f64::from(n) / f64::from(n + 1);
+            for c in self.conns.values_mut() {
+                if c.vm == vm && c.alive(idle, now_ps) {
+                    c.w *= keep;
+                }
+            }
+        }
         // the VM's first connection: its window is set at its first ACK (`start`)
         let first = n == 0 && f.start;
-        let known = self.conns.contains_key(&pkt.flow);
         let c = self.conns.entry(pkt.flow).or_insert_with(|| ConnState {
             vm,
             sent: std::collections::VecDeque::new(),

@@ -456,7 +456,10 @@ fn a_vms_response_to_marks_does_not_depend_on_its_connection_count() {
     let one = vm_window(&mut windowed_fluid(0, 1.0, true, true), 1, 20_000);
     let mut h = windowed_fluid(0, 1.0, true, true);
     let many = vm_window(&mut h, 16, 20_000);
-    assert!(h.pace_of(0, 20_000 * 20_000_000).is_some(), "16 connections below one segment");
+    assert!(
+        h.pace_of(0, 20_000 * 20_000_000).is_some(),
+        "16 connections below one segment"
+    );
     assert!((many / one - 1.0).abs() < 0.1, "{one} vs {many}");
     // per round of each connection (the ablation): the one connection has a marked ACK in every
     // round (one in three, some four per round) and falls to the smallest window; a connection
