@@ -73,4 +73,5 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-loss": {"loss": False},
     "no-fluid": {"fluid": False},
     "no-pool": {"pool": False},
+    "no-split": {"split": False},
 }

@@ -248,6 +248,9 @@ struct WindowCfg {
     /// While the VM is paced, its ACKs drive all its connections as one (false: each connection its
     /// own ACKs, ablation; with `fluid` only).
     pool: bool,
+    /// A connection joining live ones splits the VM's window (false: it starts at their mean
+    /// window, adding to the VM's, ablation; with `fluid` only).
+    split: bool,
     /// A retransmission leaving the host ends the round as a loss: the window halves (false: the
     /// law sees delay only, ablation).
     loss: bool,
@@ -845,7 +848,7 @@ impl Selector for PaccpHost {
         let known = self.conns.contains_key(&pkt.flow);
         // the law in time: a join splits the VM's window, it does not add to it (k connections
         // joining one in slow start would multiply the VM's window by k)
-        let split = f.fluid && n > 0 && !known;
+        let split = f.fluid && f.split && n > 0 && !known;
         let w0 = if split {
             sum / f64::from(n + 1)
         } else if n > 0 {

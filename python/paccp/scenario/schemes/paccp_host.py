@@ -29,6 +29,8 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
                           # (false: per round of each connection, ablation)
     pool = true           # while the VM is paced, all its ACKs drive all its connections as one
                           # (false: each connection its own ACKs, ablation)
+    split = true          # a connection joining live ones of its VM splits the VM's window (false:
+                          # it starts at their mean window, adding to the VM's, ablation)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
@@ -66,6 +68,7 @@ class PaccpHost(_M):
     loss: bool = True
     fluid: bool = True
     pool: bool = True
+    split: bool = True
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
@@ -108,6 +111,7 @@ class PaccpHost(_M):
                 "loss": self.loss,
                 "fluid": self.fluid,
                 "pool": self.pool,
+                "split": self.split,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}

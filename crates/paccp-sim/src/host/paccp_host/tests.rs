@@ -232,7 +232,7 @@ fn windowed_with(theta: u64, omega: f64, law: bool, start: bool, loss: bool) -> 
     let mut c = cfg(&[(theta, omega)], true, "optimum");
     c["window"] = json!({"law": law, "queue_pkts": 100, "mark_ns": 50_000u64, "queue_ns": 500_000u64,
                          "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64,
-                         "start": start, "loss": loss, "fluid": false, "pool": true});
+                         "start": start, "loss": loss, "fluid": false, "pool": true, "split": true});
     let vms = crate::host::softbw::tests::vms(1);
     let AnySelector::Custom(_) = parse(&c, &vms).expect("valid")(0) else {
         panic!("host 0 has a listed VM");
@@ -467,4 +467,30 @@ fn a_vms_response_to_marks_does_not_depend_on_its_connection_count() {
     let round_one = vm_window(&mut windowed_fluid(0, 1.0, false, true), 1, 20_000);
     let round = vm_window(&mut windowed_fluid(0, 1.0, false, true), 16, 20_000);
     assert!(round > 2.0 * round_one, "{round_one} vs {round}");
+}
+
+#[test]
+fn a_joining_connection_splits_the_vms_window() {
+    let rtt = 40_000_000u64;
+    for fluid in [true, false] {
+        let mut h = windowed_fluid(0, 1.0, fluid, true);
+        round_trip_with(&mut h, 0, 0, 0, rtt, 1000);
+        let before = 10.0;
+        if let Some(c) = h.conns.get_mut(&0) {
+            c.w = before;
+        }
+        // a second connection of the VM sends its first segment
+        let mut p = pkt(1, 0, 1500);
+        p.ts = 2 * rtt;
+        h.serving = Some(0);
+        h.on_dequeue(0, &p, 2 * rtt);
+        let total: f64 = h.conns.values().map(|c| c.w).sum();
+        if fluid {
+            // the VM's window is the same, now over two connections
+            assert!((total - before).abs() < 1e-9, "{before} -> {total}");
+        } else {
+            // per round (the ablation): the joiner starts at the mean window, adding to the VM's
+            assert!(total > 1.8 * before, "{before} -> {total}");
+        }
+    }
 }
