@@ -71,6 +71,13 @@
 //!      paced, each of its ACKs advances all its live connections over the time since the VM's
 //!      previous ACK, with that ACK's mark, and a loss halves them all at most once per RTT: the VM
 //!      is driven as one connection carrying all its ACKs.
+//!    - **a join splits the VM's window** (`split = true`, with `fluid`): a connection that joins
+//!      live ones of its VM takes 1 / (n + 1) of their windows together and they keep n / (n + 1),
+//!      so opening one more connection does not add to the VM's window. (`split = false`, ablation:
+//!      it starts at their mean window; 24 connections joining one in slow start each added one.)
+//!    - a retransmission ends the connection's round at the next ACK even without an RTT sample (a
+//!      guest in loss recovery echoes old timestamps), and an ACK advances the law by at most the
+//!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
 //!
 //! ACKs are never held and go first.
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
