@@ -84,23 +84,35 @@ def test_opening_flows_gains_nothing_on_a_fabric_bottleneck() -> None:
     assert _gain(spec, "paccp-host-no-fabric", 16) > 1.3
 
 
-def test_opening_flows_gains_little_below_one_segment_per_connection() -> None:
+def test_opening_flows_gains_nothing_below_one_segment_per_connection() -> None:
     """The Clos file's gaming point (4 VMs on one 1 Gb/s link, 60 us unloaded RTT: a fair share near
     1.3 segments per RTT per VM; 100 ms): 16 connections of one segment each would hold 16; the host
-    paces the VM at its law's rate instead (gain 3.1 on this seed before the pacer)."""
+    paces the VM at its law's rate. Round 3's law per round of each connection kept 1.26-1.30 times the
+    share (a round counts as marked if any ACK is, and 16 small windows have few ACKs per round)."""
     spec = load_spec(REPO / "scenarios" / "compare-clos-mapreduce.toml").quick()
-    assert _gain(spec, "paccp-host", 16) <= 1.4
+    assert _gain(spec, "paccp-host", 16) <= 1.10
+    assert _gain(spec, "paccp-host-no-fluid", 16) > 1.2
     assert _gain(spec, "paccp-host-no-fabric", 16) > 2.0
 
 
-def test_a_first_connection_opens_small_at_a_crowded_fabric_bottleneck() -> None:
+def test_a_crowded_fabric_bottleneck_shares_fairly_and_gains_nothing() -> None:
     """The generalisation file's gaming point (6 VMs on one 500 Mb/s link, 60 us unloaded RTT: 0.4
-    segment per RTT per VM; 100 ms): a VM's first connection opens at its guarantee's window and
-    slow-starts, so 4 connections gain little (1.18 on this seed); opened at the cap (90 % of the host
-    queue each, several switch queues in all), losses and timeouts decide and the gamer took 4x."""
+    segment per RTT per VM; 100 ms). With one connection each the six get their fair share (a VM's
+    first connection opens at its guarantee's window and slow-starts; opened at the cap, 90 % of the
+    host queue each, several switch queues in all, losses and timeouts decide). With 4 connections the
+    gamer gains nothing: while paced, its ACKs drive its 4 connections as one (each driven by its own,
+    one ACK every 4 of the VM's, the gamer took 1.5 times its share)."""
     spec = load_spec(REPO / "scenarios" / "compare-generalise-4class.toml").quick()
-    assert _gain(spec, "paccp-host", 4) <= 1.3
-    assert _gain(spec, "paccp-host-no-start", 4) > 2.0
+    cfg = spec.cfg
+    assert cfg.gaming is not None
+    st = gaming_setup(cfg.gaming, 1, 1, cfg.window, spec.base.get("transport"))
+    fair = cfg.gaming.rate / cfg.gaming.vms
+    host, _ = _rates("paccp-host", st)
+    assert min(r.mean() for r in host.values()) >= 0.8 * fair, host
+    cap, _ = _rates("paccp-host-no-start", st)
+    assert min(r.mean() for r in cap.values()) < 0.5 * fair, cap
+    assert _gain(spec, "paccp-host", 4) <= 1.10
+    assert _gain(spec, "paccp-host-no-pool", 4) > 1.3
 
 
 def test_distance_reference_dual_matches_the_exact_optimum() -> None:

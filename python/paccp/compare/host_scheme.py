@@ -71,4 +71,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-window": {"window": "off"},
     "no-start": {"start": False},
     "no-loss": {"loss": False},
+    "no-fluid": {"fluid": False},
+    "no-pool": {"pool": False},
+    "no-split": {"split": False},
 }

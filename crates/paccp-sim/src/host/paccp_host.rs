@@ -30,19 +30,24 @@
 //!    - **fabric law** (`law = true`): per connection, PACCP's law with the VM's pair split over its
 //!      active connections (VBP: theta / n, omega / n), driven by a signal that does not wait for a
 //!      loss: the queueing delay beyond the host, the ACK's RTT measured from the segment's departure
-//!      from the host (the host queue's own wait excluded) minus the smallest seen, "marked" above
-//!      `mark_ns` (as ECN at a switch queue with a threshold, which the engine's switches do not
-//!      have). Once per round (the connection's RTT beyond the host): marked ACKs: W (1 - alpha / 2),
-//!      alpha the moving share of marked ACKs (DCTCP's estimator, gain 1/16); else if W < Wmin
-//!      (theta / n over the base RTT): (rcos + 1) W / 2 + (rcos - 1 + omega / n); else, if the
-//!      connection used its window: W + omega / n. The window imposed is W, never below Wmin nor
-//!      above the cap. All connections of a VM through one bottleneck see the same delay and back
-//!      off together, so k connections get what one gets; shares at a fabric bottleneck follow omega
-//!      (additive increase in proportion to omega, the same proportional decrease), above theta.
-//!      The VM's pair is split over its connections everywhere, the law's constant step
-//!      (rcos - 1) / n too. alpha starts at 1 (Linux's DCTCP), so a connection that opens into a
-//!      standing queue backs off at its first marked round; a connection that joins a VM with live
-//!      connections starts at their mean window (not at the cap);
+//!      from the host (the host queue's own wait excluded) minus the unloaded RTT (or a smaller one
+//!      seen), "marked" above `mark_ns` (as ECN at a switch queue with a threshold, which the
+//!      engine's switches do not have). The window imposed is the law's W, never below Wmin (theta / n
+//!      over the current RTT) nor above the cap. A connection that joins a VM with live connections
+//!      starts at their mean window (not at the cap).
+//!    - **the law in time** (`fluid = true`): each ACK advances W over the time since the
+//!      connection's previous ACK ([`Step::advance`], DCTCP's fluid model integrated exactly): per
+//!      RTT of marked time W / 2 less; per RTT of unmarked time, while the VM's connections together
+//!      are below theta, PACCP's guarantee step (rcos - 1) W / 2 + (rcos - 1 + omega) / n, else, with
+//!      the whole imposed window in flight before the ACK, omega / n. Every change is a rate per unit
+//!      time, linear in W or constant: k connections of a VM through one bottleneck whose ACKs are
+//!      marked in the same share of the time change the VM's window together as one would, and
+//!      shares at a fabric bottleneck follow omega above theta. (`fluid = false`, ablation: once per
+//!      round of each connection, marked ACKs: W (1 - alpha / 2), alpha DCTCP's estimator starting
+//!      at 1; else if W < Wmin: (rcos + 1) W / 2 + (rcos - 1 + omega) / n; else, if the connection
+//!      used its window: W + omega / n. A round counts as marked if any of its ACKs is, so
+//!      connections with small windows, fewer ACKs per round, are marked in fewer rounds: k
+//!      connections of a VM took 1.26 times one's share at a 1 Gb/s fabric link.)
 //!    - **opening by slow start** (`start = true`): a VM's first connection (none live) opens at its
 //!      guarantee's window (theta / n over the unloaded RTT beyond the host, at least one segment)
 //!      and, in a round with its window in use and no mark, doubles it (once per RTT elapsed) up to
@@ -50,16 +55,29 @@
 //!      start while one of them is. (`start = false`, ablation: it opens at the cap; six VMs doing
 //!      so put several times a 200-packet switch queue into it before the first mark came back.)
 //!    - **loss as a strong mark** (`loss = true`): a segment that leaves the host below the highest
-//!      one sent is a retransmission (the guest lost one beyond the host); its round counts as
-//!      wholly marked in alpha and halves the window (Reno's and DCTCP's response to a loss).
+//!      one sent is a retransmission (the guest lost one beyond the host); at the end of that round
+//!      the window halves (Reno's and DCTCP's response to a loss; per round, `fluid = false`: the
+//!      round also counts as wholly marked in alpha).
 //!    - **per-VM pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
 //!      fair share is a few segments per RTT k connections would hold k. The law's window may go
 //!      below one segment (down to 1/64); while one of a VM's connections is there, the host
 //!      releases the VM's data at the sum of its connections' law rates (window over RTT), the
 //!      guests keeping one segment each (Seawall / EyeQ: a rate limiter per VM driven by
-//!      congestion). A round then spans the RTTs elapsed since the last (the decrease and the
-//!      increase count them, so they act per unit time), and a connection is idle only after
-//!      `idle_ns` beyond its expected gap between segments (RTT / W).
+//!      congestion). A connection is idle only after `idle_ns` beyond its expected gap between
+//!      segments (RTT / W).
+//!    - **pooled while paced** (`pool = true`, with `fluid`): the pacer serves a VM's connections in
+//!      turn, so each gets an ACK every k of the VM's; driven by its own, a connection moves by large
+//!      steps from single samples (the gamer above kept 1.30 times its share). While the VM is
+//!      paced, each of its ACKs advances all its live connections over the time since the VM's
+//!      previous ACK, with that ACK's mark, and a loss halves them all at most once per RTT: the VM
+//!      is driven as one connection carrying all its ACKs.
+//!    - **a join splits the VM's window** (`split = true`, with `fluid`): a connection that joins
+//!      live ones of its VM takes 1 / (n + 1) of their windows together and they keep n / (n + 1),
+//!      so opening one more connection does not add to the VM's window. (`split = false`, ablation:
+//!      it starts at their mean window; 24 connections joining one in slow start each added one.)
+//!    - a retransmission ends the connection's round at the next ACK even without an RTT sample (a
+//!      guest in loss recovery echoes old timestamps), and an ACK advances the law by at most the
+//!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
 //!
 //! ACKs are never held and go first.
 use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
@@ -86,6 +104,57 @@ const ALPHA_INIT: f64 = 1.0;
 const QUEUE_SHARE: f64 = 0.9;
 /// The smallest window (segments) the law gives a connection: below one segment the host paces.
 const MIN_LAW_WND: f64 = 1.0 / 64.0;
+
+/// The law run in time (`fluid`) for one connection of a VM with `n` connections: each ACK
+/// advances it over the time since the previous one, as DCTCP's fluid model.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    rcos: f64,
+    /// The VM's weight (split over its `n` connections here).
+    omega: f64,
+    n: f64,
+    /// The VM's connections together are below its guarantee.
+    below: bool,
+}
+
+impl Step {
+    /// The law window `w` after an ACK, `marked` or not, standing for `rtts` RTTs; `ss`: in slow
+    /// start with its window in use (and this ACK unmarked); `used`: its window in use.
+    ///
+    /// Per RTT of marked time: W / 2 less (DCTCP's fluid model: over an RTT in which a share
+    /// alpha of the ACKs is marked, alpha W / 2 less). Per RTT of unmarked time, the law's
+    /// increase: below the VM's guarantee PACCP's step (rcos - 1) W / 2 + (rcos - 1 + omega) / n,
+    /// else, with the window in use, omega / n; in slow start the window doubles. Every change is
+    /// a rate per unit time, linear in W or constant, integrated exactly over the interval: k
+    /// connections of a VM through one bottleneck whose ACKs are marked in the same share of the
+    /// time change the VM's window together by what one connection would. (A law per round of
+    /// each connection does not: a round counts as marked if any of its ACKs is, and k
+    /// connections with windows k times smaller are marked in fewer of their rounds.)
+    fn advance(self, w: f64, rtts: f64, marked: bool, ss: bool, used: bool) -> f64 {
+        if ss {
+            return w * rtts.exp2();
+        }
+        // dW / dt = -a W + b (per RTT)
+        let (a, b) = if marked {
+            (0.5, 0.0)
+        } else if self.below {
+            (
+                -(self.rcos - 1.0) / 2.0,
+                (self.rcos - 1.0 + self.omega) / self.n,
+            )
+        } else if used {
+            (0.0, self.omega / self.n)
+        } else {
+            (0.0, 0.0)
+        };
+        if a == 0.0 {
+            w + b * rtts
+        } else {
+            let e = (-a * rtts).exp();
+            w * e + b * (1.0 - e) / a
+        }
+    }
+}
 
 /// A VM's purchase at its host.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -180,6 +249,15 @@ struct WindowCfg {
     /// A VM's first connection opens at its guarantee's window and doubles per unmarked round
     /// until the first mark or loss (false: it opens at the cap, ablation).
     start: bool,
+    /// The law run in time, as DCTCP's fluid model, with the guarantee tested on the VM (false: per
+    /// round of each connection, ablation).
+    fluid: bool,
+    /// While the VM is paced, its ACKs drive all its connections as one (false: each connection its
+    /// own ACKs, ablation; with `fluid` only).
+    pool: bool,
+    /// A connection joining live ones splits the VM's window (false: it starts at their mean
+    /// window, adding to the VM's, ablation; with `fluid` only).
+    split: bool,
     /// A retransmission leaving the host ends the round as a loss: the window halves (false: the
     /// law sees delay only, ablation).
     loss: bool,
@@ -236,6 +314,10 @@ struct VmState {
     pace: Option<(f64, u64)>,
     /// The earliest time the pacer lets the VM's next data packet leave.
     next_send: u64,
+    /// When its last ACK came (`fluid`).
+    last_ack: u64,
+    /// When a loss last halved its pooled connections.
+    halved: u64,
 }
 
 /// Part 3's state of one connection.
@@ -271,6 +353,14 @@ struct ConnState {
     ss: bool,
     /// A retransmission of it left the host in this round.
     lost: bool,
+    /// One past the highest segment acknowledged.
+    una: u64,
+    /// When its law last advanced (0: not yet).
+    last_ack: u64,
+    /// Its window was in use at its last ACK.
+    used: bool,
+    /// Its host-queue cap at its last ACK (segments).
+    cap: f64,
 }
 
 impl ConnState {
@@ -340,6 +430,8 @@ impl PaccpHost {
             last_active: now,
             pace: None,
             next_send: 0,
+            last_ack: 0,
+            halved: 0,
         })
     }
 
@@ -383,12 +475,20 @@ impl PaccpHost {
             self.next_prune = now.saturating_add(idle);
         }
         let vm = self.conns.get(&pkt.flow)?.vm;
-        let n = self
+        // the VM's live connections and the rate of their law windows together (bit/s per segment)
+        let (n, vm_segs_per_s) = self
             .conns
             .values()
             .filter(|c| c.vm == vm && c.alive(idle, now))
-            .count()
-            .max(1) as f64;
+            .fold((0usize, 0.0), |(n, r), c| {
+                let per_s = if c.rtt_ps > 0.0 {
+                    c.w / (c.rtt_ps / PS_PER_S)
+                } else {
+                    0.0
+                };
+                (n + 1, r + per_s)
+            });
+        let n = n.max(1) as f64;
         let (theta, omega, share) = match self.vms.get(&vm) {
             // the guarantee as the port allocation scaled it (rule 4)
             Some(s) if self.solved.contains(&vm) => {
@@ -403,6 +503,7 @@ impl PaccpHost {
                 }),
         };
         let seg_bits = (f.mss_bytes * 8) as f64;
+        let paced = f.pool && self.pace_of(vm, now).is_some();
         let c = self.conns.get_mut(&pkt.flow)?;
         let mut sample = None;
         while let Some(&(ts, dep)) = c.sent.front() {
@@ -430,6 +531,7 @@ impl PaccpHost {
         if !f.law {
             return Some(cap.ceil() as u64);
         }
+        let mut mark = None;
         if let Some(rtt) = sample {
             c.base_ps = c.base_ps.min(rtt);
             c.srtt_ps = if c.srtt_ps == 0.0 {
@@ -438,10 +540,17 @@ impl PaccpHost {
                 0.875 * c.srtt_ps + 0.125 * rtt as f64
             };
             c.acks += 1;
-            if rtt - c.base_ps > f.mark_ns.saturating_mul(1000) {
+            let m = rtt - c.base_ps > f.mark_ns.saturating_mul(1000);
+            if m {
                 c.marked += 1;
             }
+            mark = Some(m);
         }
+        // the segments this ACK acknowledges for the first time (delayed ACKs cover two)
+        let acked = pkt.seq.saturating_sub(c.una);
+        // what it had in flight before this ACK
+        let flight = c.hi.saturating_sub(c.una);
+        c.una = c.una.max(pkt.seq);
         if c.hi.saturating_sub(pkt.seq) as f64 + 1.0 >= c.w.min(cap) {
             c.full = true;
         }
@@ -454,44 +563,78 @@ impl PaccpHost {
             c.opened = true;
             c.w = w_min.max(1.0).min(cap.max(1.0));
         }
-        if c.acks > 0 && now >= c.round_end {
+        if let (true, Some(m), true) = (f.fluid, mark, acked > 0) {
+            // the window in use: the whole window imposed (the law's, at least the guarantee's and
+            // one segment) was in flight before this ACK
+            c.used = flight as f64 >= c.x.max(1.0).min(cap).floor();
+            if m {
+                c.ss = false;
+            }
+            c.cap = cap;
+            let w = c.w;
+            let step = Step {
+                rcos: f.rcos,
+                omega,
+                n,
+                // below its guarantee is a property of the VM, not of one of its connections: its
+                // connections' law rates together against theta (one connection: W < Wmin)
+                below: vm_segs_per_s * seg_bits < theta || (vm_segs_per_s == 0.0 && w < w_min),
+            };
+            self.advance(vm, pkt.flow, step, m, paced, idle, now);
+        }
+        let c = self.conns.get_mut(&pkt.flow)?;
+        let mut vm_lost = false;
+        // a round ends at an ACK an RTT after it began; with a retransmission in it, at any ACK (the
+        // guest's duplicate ACKs in its recovery carry no RTT sample, and a loss must still act)
+        if (c.acks > 0 || (c.lost && f.loss && f.fluid)) && now >= c.round_end {
             let om = omega / n;
             // a loss is a round entirely marked (a strong mark): the window halves
             let lost = std::mem::take(&mut c.lost) && f.loss;
-            let frac = if lost {
-                1.0
+            if f.fluid {
+                // the marks moved the window ACK by ACK; a loss still halves it once per round (a
+                // pooled VM's connections all: the VM halves as one connection would)
+                if lost && paced {
+                    vm_lost = true;
+                } else if lost {
+                    c.ss = false;
+                    c.w = (c.w / 2.0).max(MIN_LAW_WND);
+                }
             } else {
-                f64::from(c.marked) / f64::from(c.acks)
-            };
-            c.alpha = (1.0 - ALPHA_GAIN) * c.alpha + ALPHA_GAIN * frac;
-            // a round lasts one RTT while the window is a segment or more; below that an ACK comes
-            // every 1 / W RTTs and the increase counts the RTTs elapsed (per unit time as above)
-            let rtts = if c.srtt_ps > 0.0 {
-                (now.saturating_sub(c.round_start) as f64 / c.srtt_ps)
-                    .floor()
-                    .clamp(1.0, (1.0 / c.w).ceil().max(1.0))
-            } else {
-                1.0
-            };
-            // the VM's law split over its n connections: the constant step (rcos - 1) too, so
-            // that n connections below their guarantee recover together as one would
-            if lost || c.marked > 0 {
-                c.ss = false;
+                let frac = if lost {
+                    1.0
+                } else {
+                    f64::from(c.marked) / f64::from(c.acks)
+                };
+                c.alpha = (1.0 - ALPHA_GAIN) * c.alpha + ALPHA_GAIN * frac;
+                // a round lasts one RTT while the window is a segment or more; below that an ACK comes
+                // every 1 / W RTTs and the increase counts the RTTs elapsed (per unit time as above)
+                let rtts = if c.srtt_ps > 0.0 {
+                    (now.saturating_sub(c.round_start) as f64 / c.srtt_ps)
+                        .floor()
+                        .clamp(1.0, (1.0 / c.w).ceil().max(1.0))
+                } else {
+                    1.0
+                };
+                // the VM's law split over its n connections: the constant step (rcos - 1) too, so
+                // that n connections below their guarantee recover together as one would
+                if lost || c.marked > 0 {
+                    c.ss = false;
+                }
+                c.w = if lost {
+                    c.w / 2.0
+                } else if c.marked > 0 {
+                    c.w * (1.0 - c.alpha / 2.0).powf(rtts)
+                } else if c.w < w_min {
+                    (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + omega) / n
+                } else if c.full && c.ss {
+                    c.w * 2f64.powf(rtts)
+                } else if c.full {
+                    c.w + om * rtts
+                } else {
+                    c.w
+                }
+                .clamp(MIN_LAW_WND, cap.max(1.0));
             }
-            c.w = if lost {
-                c.w / 2.0
-            } else if c.marked > 0 {
-                c.w * (1.0 - c.alpha / 2.0).powf(rtts)
-            } else if c.w < w_min {
-                (f.rcos + 1.0) * c.w / 2.0 + (f.rcos - 1.0 + omega) / n
-            } else if c.full && c.ss {
-                c.w * 2f64.powf(rtts)
-            } else if c.full {
-                c.w + om * rtts
-            } else {
-                c.w
-            }
-            .clamp(MIN_LAW_WND, cap.max(1.0));
             c.acks = 0;
             c.marked = 0;
             c.full = false;
@@ -511,8 +654,90 @@ impl PaccpHost {
         } else {
             x.floor()
         };
+        let r = c.rtt_ps as u64;
+        if vm_lost {
+            self.halve(vm, r, idle, now);
+        }
         self.set_pace(vm, seg_bits, idle, now);
         Some(whole.max(1.0) as u64)
+    }
+
+    /// The law in time (`fluid`) after an ACK of connection `flow` of VM `vm`, `marked` or not:
+    /// while the VM is `paced` (one of its connections below one segment), its pacer serves its
+    /// connections in turn and each gets an ACK every few RTTs; the VM's ACKs then drive all its
+    /// connections (each advanced by the time since the VM's previous ACK, with the VM's marked
+    /// share), as one entity. Otherwise each connection's own ACKs drive it (connections through
+    /// different bottlenecks see different marks).
+    #[allow(clippy::too_many_arguments)]
+    fn advance(
+        &mut self,
+        vm: u32,
+        flow: u32,
+        step: Step,
+        marked: bool,
+        paced: bool,
+        idle: u64,
+        now: u64,
+    ) {
+        let cap = |c: &ConnState| c.cap.max(1.0);
+        let Some(s) = self.vms.get_mut(&vm) else {
+            return;
+        };
+        let since = if s.last_ack > 0 {
+            now.saturating_sub(s.last_ack).min(idle)
+        } else {
+            0
+        };
+        s.last_ack = now;
+        // the VM's window in effect (segments per RTT): pooled, its ACKs come about 1 / X RTTs apart
+        let x_vm: f64 = self
+            .conns
+            .values()
+            .filter(|c| c.vm == vm && c.alive(idle, now))
+            .map(|c| c.x)
+            .sum();
+        for (id, c) in self.conns.iter_mut() {
+            if c.vm != vm || !(paced || *id == flow) || !c.alive(idle, now) {
+                continue;
+            }
+            let r = c.srtt_ps.max(c.base_ps as f64).max(1.0);
+            let own = if paced {
+                since
+            } else if c.last_ack > 0 {
+                now.saturating_sub(c.last_ack).min(idle)
+            } else {
+                0
+            };
+            c.last_ack = now;
+            // an ACK stands for at most the expected gap between ACKs (at least an RTT): after a
+            // silence (the guests waiting for a timeout) the law does not grow over the silence
+            let x = if paced { x_vm } else { c.x };
+            let rtts = (own as f64 / r).min(1.0 / x.clamp(MIN_LAW_WND, 1.0));
+            if marked {
+                c.ss = false;
+            }
+            let used = c.used || c.x < 1.0;
+            c.w = step
+                .advance(c.w, rtts, marked, c.ss && used && !marked, used)
+                .clamp(MIN_LAW_WND, cap(c));
+        }
+    }
+
+    /// A loss at a pooled VM (`pool`): all its connections halve, at most once per RTT `rtt_ps`.
+    fn halve(&mut self, vm: u32, rtt_ps: u64, idle: u64, now: u64) {
+        let Some(s) = self.vms.get_mut(&vm) else {
+            return;
+        };
+        if s.halved.saturating_add(rtt_ps) > now && s.halved > 0 {
+            return;
+        }
+        s.halved = now;
+        for c in self.conns.values_mut() {
+            if c.vm == vm && c.alive(idle, now) {
+                c.ss = false;
+                c.w = (c.w / 2.0).max(MIN_LAW_WND);
+            }
+        }
     }
 
     /// The VM's pacer (part 3): while one of its connections has a law window below one segment,
@@ -627,10 +852,27 @@ impl Selector for PaccpHost {
                 (n + 1, s + c.w, ss || c.ss)
             });
         let cap = (f.queue_pkts as f64 * QUEUE_SHARE).max(2.0);
-        let w0 = if n > 0 { sum / f64::from(n) } else { cap };
+        let known = self.conns.contains_key(&pkt.flow);
+        // the law in time: a join splits the VM's window, it does not add to it (k connections
+        // joining one in slow start would multiply the VM's window by k)
+        let split = f.fluid && f.split && n > 0 && !known;
+        let w0 = if split {
+            sum / f64::from(n + 1)
+        } else if n > 0 {
+            sum / f64::from(n)
+        } else {
+            cap
+        };
+        if split {
+            let keep = f64::from(n) / f64::from(n + 1);
+            for c in self.conns.values_mut() {
+                if c.vm == vm && c.alive(idle, now_ps) {
+                    c.w *= keep;
+                }
+            }
+        }
         // the VM's first connection: its window is set at its first ACK (`start`)
         let first = n == 0 && f.start;
-        let known = self.conns.contains_key(&pkt.flow);
         let c = self.conns.entry(pkt.flow).or_insert_with(|| ConnState {
             vm,
             sent: std::collections::VecDeque::new(),
@@ -651,6 +893,10 @@ impl Selector for PaccpHost {
             opened: !first,
             ss: first || ss,
             lost: false,
+            una: pkt.seq,
+            last_ack: 0,
+            used: false,
+            cap: w0,
         });
         // a segment below the highest sent is a retransmission: the guest lost one
         if known && pkt.seq < c.hi {

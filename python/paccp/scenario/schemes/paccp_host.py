@@ -24,6 +24,13 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
                           # unmarked round until the first mark or loss (false: opens at the cap, ablation)
     loss = true           # a retransmission leaving the host halves the connection's law window
                           # (false: the law sees queueing delay only, ablation)
+    fluid = true          # the law run in time (DCTCP's fluid model: each ACK advances it by the time
+                          # since the last), the guarantee tested on the VM's connections together
+                          # (false: per round of each connection, ablation)
+    pool = true           # while the VM is paced, all its ACKs drive all its connections as one
+                          # (false: each connection its own ACKs, ablation)
+    split = true          # a connection joining live ones of its VM splits the VM's window (false:
+                          # it starts at their mean window, adding to the VM's, ablation)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
@@ -59,6 +66,9 @@ class PaccpHost(_M):
     rcos: float = Field(default=3.0, gt=1, le=100)
     start: bool = True
     loss: bool = True
+    fluid: bool = True
+    pool: bool = True
+    split: bool = True
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
@@ -99,6 +109,9 @@ class PaccpHost(_M):
                 "idle_ns": self.idle,
                 "start": self.start,
                 "loss": self.loss,
+                "fluid": self.fluid,
+                "pool": self.pool,
+                "split": self.split,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}

@@ -215,13 +215,24 @@ fn windowed(theta: u64, omega: f64, law: bool) -> PaccpHost {
     windowed_with(theta, omega, law, false, true)
 }
 
+/// A host with one VM (theta, omega) on a 1 Gb/s port, the law on in time (`fluid`) or per round,
+/// pooled while paced (`pool`) or not.
+fn windowed_fluid(theta: u64, omega: f64, fluid: bool, pool: bool) -> PaccpHost {
+    let mut h = windowed_with(theta, omega, true, false, true);
+    if let Some(f) = h.p.window.as_mut() {
+        f.fluid = fluid;
+        f.pool = pool;
+    }
+    h
+}
+
 /// [`windowed`], with the opening by slow start (`start`) and the reaction to a loss (`loss`) on or
 /// off.
 fn windowed_with(theta: u64, omega: f64, law: bool, start: bool, loss: bool) -> PaccpHost {
     let mut c = cfg(&[(theta, omega)], true, "optimum");
     c["window"] = json!({"law": law, "queue_pkts": 100, "mark_ns": 50_000u64, "queue_ns": 500_000u64,
                          "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64,
-                         "start": start, "loss": loss});
+                         "start": start, "loss": loss, "fluid": false, "pool": true, "split": true});
     let vms = crate::host::softbw::tests::vms(1);
     let AnySelector::Custom(_) = parse(&c, &vms).expect("valid")(0) else {
         panic!("host 0 has a listed VM");
@@ -419,6 +430,67 @@ fn a_retransmission_leaving_the_host_halves_the_law_window() {
             assert!((after - before / 2.0).abs() < 1e-9, "{before} -> {after}");
         } else {
             assert!(after >= before, "delay only: {before} -> {after}");
+        }
+    }
+}
+
+/// The law windows of VM 0 summed after `acks` ACKs spread in turn over its `k` connections, one
+/// every 20 us, one in three marked (100 us of queueing beyond the host).
+fn vm_window(h: &mut PaccpHost, k: u32, acks: u64) -> f64 {
+    let base = 40_000_000u64;
+    for i in 0..acks {
+        let f = (i % u64::from(k)) as u32;
+        let seq = i / u64::from(k);
+        let rtt = if i % 3 == 0 { base + 100_000_000 } else { base };
+        // ACKs every 20 us in order; the segment left the host `rtt` before its ACK
+        // (each connection with its whole window in flight)
+        round_trip_with(h, f, seq * 100, (i + 10) * 20_000_000 - rtt, rtt, 99);
+    }
+    h.conns.values().map(|c| c.w).sum()
+}
+
+#[test]
+fn a_vms_response_to_marks_does_not_depend_on_its_connection_count() {
+    // one connection and 16 connections of one VM, the same ACKs (rate and marks) in all: the law
+    // in time with the VM's ACKs pooled while it is paced gives the 16 together what the one gets
+    let one = vm_window(&mut windowed_fluid(0, 1.0, true, true), 1, 20_000);
+    let mut h = windowed_fluid(0, 1.0, true, true);
+    let many = vm_window(&mut h, 16, 20_000);
+    assert!(
+        h.pace_of(0, 20_000 * 20_000_000).is_some(),
+        "16 connections below one segment"
+    );
+    assert!((many / one - 1.0).abs() < 0.1, "{one} vs {many}");
+    // per round of each connection (the ablation): the one connection has a marked ACK in every
+    // round (one in three, some four per round) and falls to the smallest window; a connection
+    // with an ACK every 16 of the VM's is unmarked in two rounds of three and grows
+    let round_one = vm_window(&mut windowed_fluid(0, 1.0, false, true), 1, 20_000);
+    let round = vm_window(&mut windowed_fluid(0, 1.0, false, true), 16, 20_000);
+    assert!(round > 2.0 * round_one, "{round_one} vs {round}");
+}
+
+#[test]
+fn a_joining_connection_splits_the_vms_window() {
+    let rtt = 40_000_000u64;
+    for fluid in [true, false] {
+        let mut h = windowed_fluid(0, 1.0, fluid, true);
+        round_trip_with(&mut h, 0, 0, 0, rtt, 1000);
+        let before = 10.0;
+        if let Some(c) = h.conns.get_mut(&0) {
+            c.w = before;
+        }
+        // a second connection of the VM sends its first segment
+        let mut p = pkt(1, 0, 1500);
+        p.ts = 2 * rtt;
+        h.serving = Some(0);
+        h.on_dequeue(0, &p, 2 * rtt);
+        let total: f64 = h.conns.values().map(|c| c.w).sum();
+        if fluid {
+            // the VM's window is the same, now over two connections
+            assert!((total - before).abs() < 1e-9, "{before} -> {total}");
+        } else {
+            // per round (the ablation): the joiner starts at the mean window, adding to the VM's
+            assert!(total > 1.8 * before, "{before} -> {total}");
         }
     }
 }
