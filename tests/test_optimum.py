@@ -198,3 +198,19 @@ def test_cli_errors(tmp_path: Path) -> None:
 def test_problem_from_json_rejects_unknown_key() -> None:
     with pytest.raises(UserError, match="unknown key"):
         problem_from_json({"links": {"L": 1}, "flows": [], "extra": 1})
+
+
+def test_a_window_the_exact_solver_cannot_solve_is_scored_by_the_dual_not_dropped() -> None:
+    """A leaf-spine window (53 flows, many pinned by their demand caps) on which the exact solver's
+    Newton steps run off: the distance score used to drop such windows silently; it now takes the dual's
+    rates, which match an independent solver (cvxpy)."""
+    from paccp.compare.distance import _rates
+
+    doc = json.loads((Path(__file__).parent / "data" / "optimum_newton_runaway.json").read_text())
+    prob = problem_from_json(doc)
+    with pytest.raises(UserError, match="not finite"):  # fails fast, LAPACK never sees a NaN
+        solve(prob)
+    rates = _rates(prob)
+    ref = _cvxpy_solve(prob.links, list(prob.flows))
+    got = np.array([rates[f.id] for f in prob.flows])
+    np.testing.assert_allclose(got, ref, rtol=1e-3)

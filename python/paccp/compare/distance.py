@@ -188,10 +188,7 @@ def distance_to_optimum(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
         # scored: the VMs backlogged throughout the window (a connection open during all of it)
         share: dict[str, float] = {vm: 0.0 for _c, vm, *_r, fr in conns if fr >= 1.0}
         if prob is not None:
-            rates = _rates(prob)
-            if rates is None:
-                continue  # an ill-posed window (reported as fewer samples)
-            for fid, x in rates.items():
+            for fid, x in _rates(prob).items():
                 if vm_of[fid] in share:
                     share[vm_of[fid]] += x
         for vm, x in share.items():
@@ -201,14 +198,16 @@ def distance_to_optimum(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
     return _summary(errs)
 
 
-def _rates(prob: Problem) -> dict[str, float] | None:
+def _rates(prob: Problem) -> dict[str, float]:
     """The optimum's rates: exact (:func:`paccp.sim.optimum.solve`) up to EXACT_MAX flows, else
-    :func:`dual_rates` (the exact solver's dense Newton steps take minutes on a shuffle's windows)."""
+    :func:`dual_rates` (the exact solver's dense Newton steps take minutes on a shuffle's windows).
+    Where the exact solver fails (its Newton steps on the prices can run off when demand caps pin many
+    flows), the dual gives the rates: a window is never dropped from the score."""
     if len(prob.flows) <= EXACT_MAX:
         try:
             return solve(prob).rates_bps
         except UserError:
-            return None
+            pass
     return dual_rates(prob)
 
 

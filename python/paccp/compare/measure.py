@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 #: Version of what :func:`evaluate` returns: part of the cache directory (``DIR/cache-m<N>``), so results
 #: measured by an older version are never reused.
-MEASURE_VERSION = 5
+MEASURE_VERSION = 6
 FAIL_TOLERANCE = 0.95
 UNBOUNDED = 1e15  # backlog of a long-lived connection (bytes)
 

@@ -364,6 +364,10 @@ def _solve_active(
             if np.abs(res).max() <= 1e-15 * max(1.0, float(np.abs(rhs).max())):
                 break
             jac = -(at * (wf / q**2)) @ at.T
+            if not (np.isfinite(jac).all() and np.isfinite(res).all()):
+                # a price ran off to 0 or infinity: stop here (the caller reports the failure) instead of
+                # handing LAPACK non-finite numbers, which it rejects with a message on stderr per call
+                raise RuntimeError("optimum: the Newton step on the link prices is not finite")
             # symmetric diagonal scaling: prices span many decades when capacities and weights do, and an
             # unscaled least-squares solve truncates the small directions (the step then never converges)
             d = 1.0 / np.sqrt(np.maximum(-np.diag(jac), 1e-300))
