@@ -63,11 +63,11 @@ test-rust: build
 
 # Two parts (docs/howto/testing.md): the tests not marked serial spread over the cores, then the serial
 # ones (root datapath, service processes, browsers; tests/conftest.py) one at a time on a machine the
-# suite leaves to them.
+# suite leaves to them. The second part runs even if the first failed; either failing fails the target.
 PYTEST_WORKERS ?= auto
 test-py: build
-	$(VENV)/bin/pytest -q -rs -m 'not serial' -n $(PYTEST_WORKERS) --dist worksteal
-	$(VENV)/bin/pytest -q -rs -m serial
+	$(VENV)/bin/pytest -q -rs -m 'not serial' -n $(PYTEST_WORKERS) --dist worksteal; parallel=$$?; \
+	$(VENV)/bin/pytest -q -rs -m serial && exit $$parallel
 
 lint: build
 	cargo fmt --all -- --check
