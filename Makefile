@@ -56,11 +56,18 @@ demo: build
 # --- tests ------------------------------------------------------------------
 test: build test-rust test-py lint docs
 
+# The release profile's optimisation without its link-time optimisation (profile test-release in
+# Cargo.toml): each test binary was otherwise linked with thin LTO on one code-generation unit.
 test-rust: build
-	cargo test --workspace --release --quiet
+	cargo test --workspace --profile test-release --quiet
 
+# Two parts (docs/howto/testing.md): the tests not marked serial spread over the cores, then the serial
+# ones (root datapath, service processes, browsers; tests/conftest.py) one at a time on a machine the
+# suite leaves to them. The second part runs even if the first failed; either failing fails the target.
+PYTEST_WORKERS ?= auto
 test-py: build
-	$(VENV)/bin/pytest -q -rs
+	$(VENV)/bin/pytest -q -rs -m 'not serial' -n $(PYTEST_WORKERS) --dist worksteal; parallel=$$?; \
+	$(VENV)/bin/pytest -q -rs -m serial && exit $$parallel
 
 lint: build
 	cargo fmt --all -- --check

@@ -120,8 +120,9 @@ def _start_and_term(cmd: list[str], marker: str) -> str:
         if any(n.endswith(marker) for n in mine):
             break
     time.sleep(1.5)
-    assert mine, "the testbed did not start"
-    run_id = next(iter(mine)).split("-")[0]
+    ours = [n for n in mine if n.endswith(marker)]  # not another session's testbed started meanwhile
+    assert ours, "the testbed did not start"
+    run_id = ours[0].split("-")[0]
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) != 0
     assert run_id not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -83,10 +83,15 @@ def test_long_poll_wakes_on_purchase(ctl: Ctl) -> None:
     ctl.vm("vm1", "acme")
     session = ctl.agent()
     gen = ctl.client.get("/v1/agent/desired", headers=ctl.h(session)).json()["generation"]
-    threading.Timer(0.3, lambda: ctl.buy(tok, "vm1")).start()
+    buyer = threading.Timer(0.3, lambda: ctl.buy(tok, "vm1"))
+    buyer.start()
     t = time.monotonic()
     d = ctl.client.get("/v1/agent/desired", params={"since": gen, "wait": 10}, headers=ctl.h(session)).json()
     assert time.monotonic() - t < 5
+    # the poll may return once the purchase is committed, before its response reaches the buyer: closing
+    # the client with that request in flight hung the fixture's teardown
+    buyer.join(timeout=30)
+    assert not buyer.is_alive()
     assert d["generation"] > gen and d["vms"][0]["theta_bps"] == 100_000_000
 
 
