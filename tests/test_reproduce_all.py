@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,19 +100,37 @@ def test_a_failed_job_does_not_stop_the_others(tmp_path: Path) -> None:
     assert saved["jobs"]["fig4c"]["status"] == "failed" and saved["jobs"]["fig5"]["status"] == "done"
 
 
-def test_the_record_is_kept_after_every_job_and_sigterm_stops_cleanly(tmp_path: Path) -> None:
+def test_the_record_is_kept_after_every_job_and_sigterm_stops_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
     import signal
+    import threading
+    from types import SimpleNamespace
 
     seen: list[dict[str, str]] = []
     fake = _fake([])
+    killed = threading.Event()  # the handler stopped the running job's process group
+    real_killpg = os.killpg
 
-    def run(cmd: list[str], log: Path, started: object = None) -> rall._Result:
+    def killpg(pgid: int, sig: int) -> None:
+        if pgid == -4242:  # the fake job below: record it instead of signalling
+            killed.set()
+        else:
+            real_killpg(pgid, sig)
+
+    monkeypatch.setattr(rall.os, "killpg", killpg)
+
+    def run(cmd: list[str], log: Path, started: Callable[[object], None] | None = None) -> rall._Result:
         rec = json.loads((tmp_path / rall.RECORD).read_text())
         seen.append({k: v["status"] for k, v in rec["jobs"].items()})
         if log.stem == "fig4c":
+            assert started is not None
+            started(SimpleNamespace(pid=-4242))  # a running job, as a real child registers itself
             os.kill(os.getpid(), signal.SIGTERM)  # as `kill PID` of the reproduction
-            time.sleep(1)  # the handler runs in the main thread (a real job is killed by it first)
+            # the handler runs in the main thread: wait until it has stopped this job (bounded, not a
+            # fixed sleep, which a loaded machine can outlast)
+            assert killed.wait(60), "the SIGTERM handler never stopped the running job"
             return rall._Result("failed", 0.1, 0.0, -15)
         return fake(cmd, log)
 
