@@ -170,3 +170,28 @@ def test_results_pages_come_from_the_reproduction(tmp_path: Path) -> None:
     assert {p.name: p.read_text() for p in out.glob("*.md")} == before
     with pytest.raises(UserError, match=r"no reproduce-all\.json"):
         write_pages(tmp_path, out)
+
+
+def test_results_pages_cover_every_attempt_not_only_the_last_group_rerun(tmp_path: Path) -> None:
+    """``paccp reproduce all`` then ``paccp reproduce softbw`` into the same directory: the pages keep
+    fig4a (run by the first attempt only) and name both commands."""
+    from paccp.report.results_pages import write_pages
+
+    src, out = _fixture(tmp_path), tmp_path / "site" / "results"
+    first = json.loads((src / "reproduce-all.json").read_text())
+    second = {
+        **first,
+        "command": "paccp reproduce softbw",
+        "commit": "def456",
+        "jobs": {"softbw-share": {"group": "softbw", "status": "done", "wall_s": 6.0, "cpu_s": 5.0}},
+        "earlier_attempts": [first],
+    }
+    (src / "reproduce-all.json").write_text(json.dumps(second))
+    pages = write_pages(src, out)
+    assert {p.name for p in pages} == {"index.md", "fig4a.md", "softbw-share.md"}
+    index = (out / "index.md").read_text()
+    assert "`paccp reproduce all`, then `paccp reproduce softbw`" in index
+    assert "`abc123`, `def456`" in index
+    assert "[fig4a](fig4a.md) | paccp |" in index and "| 0.5 min | 30 s |" in index
+    assert "[softbw-share](softbw-share.md) | softbw | holds" in index and "| 0.1 min | 5 s |" in index
+    assert "**Missing from this reproduction (1)**: mptcp-clos" in index

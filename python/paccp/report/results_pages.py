@@ -172,8 +172,14 @@ def write_pages(src: Path, out: Path) -> list[Path]:
         raise UserError(f"{src}: no {RECORD} (run paccp reproduce all --out {src} first)")
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
-        jobs: dict[str, Any] = record["jobs"]
-    except (ValueError, KeyError, TypeError) as exc:
+        # every attempt's jobs, in the first attempt's order: a later attempt may have run one group only
+        # (``paccp reproduce compare`` into a directory ``paccp reproduce all`` made), and the pages are
+        # of the whole directory, not of its last attempt
+        jobs: dict[str, Any] = {}
+        for attempt in [*record.get("earlier_attempts", []), record]:
+            for name, job in attempt["jobs"].items():
+                jobs[name] = {**jobs.get(name, {}), **job}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UserError(f"{record_path}: not a reproduction record ({exc})") from None
     data = out / DATA
     if src.resolve() != data.resolve():
