@@ -175,8 +175,9 @@ def write_pages(src: Path, out: Path) -> list[Path]:
         # every attempt's jobs, in the first attempt's order: a later attempt may have run one group only
         # (``paccp reproduce compare`` into a directory ``paccp reproduce all`` made), and the pages are
         # of the whole directory, not of its last attempt
+        tries = [*record.get("earlier_attempts", []), record]  # oldest first
         jobs: dict[str, Any] = {}
-        for attempt in [*record.get("earlier_attempts", []), record]:
+        for attempt in tries:
             for name, job in attempt["jobs"].items():
                 jobs[name] = {**jobs.get(name, {}), **job}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -203,7 +204,6 @@ def write_pages(src: Path, out: Path) -> list[Path]:
         mark = {True: "holds", False: "**differs**", None: "–"}[verdict]
         wall, cpu = _job_times(record, job)
         rows.append([f"[{job}]({job}.md)", jobs[job].get("group", ""), mark, line, wall, cpu])
-    tries = [*record.get("earlier_attempts", []), record]  # oldest first
     wall = sum(a.get("wall_s", 0.0) for a in tries)
     cpu = sum(a.get("cpu_s", 0.0) for a in tries)
     attempts = len(tries)
