@@ -516,9 +516,13 @@ impl PaccpHost {
                 break;
             }
         }
+        // the unloaded RTT the host knows of the path, or a smaller one seen; known from the first
+        // ACK on even without an RTT sample (an ACK echoing a send time the host no longer holds,
+        // as after a silence that ended the connection's record): a connection whose RTT stayed
+        // unknown counted in its VM's pacer at a rate of zero and held the VM's queue for good
+        c.base_ps = c.base_ps.min(base_ps);
         if let Some(rtt) = sample {
-            // the unloaded RTT the host knows of the path, or a smaller one seen
-            c.base_ps = c.base_ps.min(rtt).min(base_ps);
+            c.base_ps = c.base_ps.min(rtt);
         }
         let base_s = if c.base_ps == u64::MAX {
             0.0
@@ -658,7 +662,7 @@ impl PaccpHost {
         if vm_lost {
             self.halve(vm, r, idle, now);
         }
-        self.set_pace(vm, seg_bits, idle, now);
+        self.set_pace(vm, theta, seg_bits, idle, now);
         Some(whole.max(1.0) as u64)
     }
 
@@ -745,18 +749,36 @@ impl PaccpHost {
     /// so k connections at a fabric bottleneck whose fair share is below k segments per RTT
     /// together send what the law gives them, not k segments per RTT (Seawall / EyeQ: a rate
     /// limiter per VM driven by congestion). Otherwise the windows alone bound the VM.
-    fn set_pace(&mut self, vm: u32, seg_bits: f64, idle_ps: u64, now: u64) {
+    ///
+    /// Connections that joined and have no ACK yet count at their window over the RTT of the VM's
+    /// others (a join splits the VM's window, so the VM's rate does not drop by the joiners' part
+    /// until their first ACK), and the pacer never releases less than the VM's guarantee
+    /// `theta_bps` (as the port allocation scaled it): the law's floor holds for every connection
+    /// with an ACK (each at least theta / n), but the VM's queue also holds the joiners' data,
+    /// which waits behind the pacer for the ACK that would set their share.
+    fn set_pace(&mut self, vm: u32, theta_bps: f64, seg_bits: f64, idle_ps: u64, now: u64) {
         let mut below = false;
         let mut rate = 0.0;
         let mut gap = 0;
+        let (mut rtt_sum, mut timed, mut new_segs) = (0.0, 0u32, 0.0);
         for c in self.conns.values() {
-            if c.vm != vm || !c.alive(idle_ps, now) || c.rtt_ps <= 0.0 {
+            if c.vm != vm || !c.alive(idle_ps, now) {
                 continue;
             }
             below |= c.x < 1.0;
+            if c.rtt_ps <= 0.0 {
+                new_segs += c.x;
+                continue;
+            }
             rate += c.x * seg_bits / (c.rtt_ps / PS_PER_S);
+            rtt_sum += c.rtt_ps;
+            timed += 1;
             gap = gap.max(c.gap());
         }
+        if timed > 0 {
+            rate += new_segs * seg_bits / (rtt_sum / f64::from(timed) / PS_PER_S);
+        }
+        let rate = rate.max(theta_bps);
         let until = now.saturating_add(idle_ps).saturating_add(gap);
         self.vm(vm, now).pace = (below && rate > 0.0).then_some((rate, until));
     }

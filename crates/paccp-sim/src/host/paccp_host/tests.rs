@@ -494,3 +494,93 @@ fn a_joining_connection_splits_the_vms_window() {
         }
     }
 }
+
+#[test]
+fn a_connection_whose_acks_carry_no_rtt_sample_does_not_stop_its_vms_pacer() {
+    // Found in the Clos shuffle (seed 1, full size): a connection whose ACKs echoed send times the
+    // host no longer held (its record ended in a silence of the guest's timeouts) kept an RTT of
+    // u64::MAX; the VM's pacer counted it at a rate of zero and held for good, and the VM's later
+    // connections waited behind the full queue without sending a byte
+    let rtt = 300_000_000u64;
+    let base = 40_000_000u64;
+    let mut h = windowed_fluid(0, 1.0, true, true);
+    let mut t = 0;
+    for seq in 0..100 {
+        for f in 0..4 {
+            round_trip(&mut h, f, seq, t, rtt);
+            t += 20_000_000;
+        }
+    }
+    assert!(h.pace_of(0, t).is_some(), "paced below one segment");
+    // connection 9 joins; its first ACK echoes a send time the host never recorded
+    let mut p = pkt(9, 0, 1500);
+    p.ts = t;
+    h.serving = Some(0);
+    h.on_dequeue(0, &p, t);
+    let mut a = p;
+    a.is_ack = true;
+    a.seq = 1;
+    a.ts = t - 1;
+    let now = t + rtt;
+    h.on_ack_in(&a, base, now).expect("known");
+    let c = &h.conns[&9];
+    assert!(
+        c.rtt_ps <= base as f64,
+        "the path's unloaded RTT: {}",
+        c.rtt_ps
+    );
+    // the pacer lets the VM's next packet go within the longest gap of a law window (1/64 of a
+    // segment per RTT), and it lets go of the VM once its connections are idle
+    let longest = (rtt as f64 / MIN_LAW_WND) as u64;
+    let idle = 1_000_000_000u64;
+    assert!(h.pace_of(0, now + idle + longest + 1).is_none());
+    let mut q = PerVm::new(BufCfg::Packets(100), AnySelector::Custom(Box::new(h)));
+    for _ in 0..3 {
+        q.push(pkt(9, 0, 1500), key(0));
+    }
+    assert!(matches!(q.pop(now), Pop::Packet(_)));
+    match q.pop(now) {
+        Pop::WaitUntil(at) => assert!(at - now <= longest, "{}", at - now),
+        other => panic!("paced: {other:?}"),
+    }
+}
+
+#[test]
+fn a_paced_vm_is_released_at_its_guarantee_at_least() {
+    // 32 connections of a VM with theta 500 Mb/s, every ACK marked: each is held at its share of
+    // the guarantee (theta / 32 over the RTT, below one segment), so the VM is paced at theta.
+    // Then 16 of them end: until each of the others has had an ACK, their windows still carry
+    // theta / 32 each, and the pacer alone would release about half the guarantee
+    let rtt = 300_000_000u64;
+    let theta = 500_000_000.0;
+    let mut h = windowed_fluid(500_000_000, 1.0, true, true);
+    let mut t = 0;
+    for seq in 0..20 {
+        for f in 0..32 {
+            round_trip(&mut h, f, seq, t, rtt);
+            t += 5_000_000;
+        }
+    }
+    let rate = h.pace_of(0, t).expect("paced");
+    assert!(rate >= theta * (1.0 - 1e-9), "{rate}");
+    // connections 16..32 go silent; after they are idle, 0..16 send again and one ACK comes
+    let later = t + 2_000_000_000;
+    for f in 1..16 {
+        let mut p = pkt(f, 0, 1500);
+        p.seq = 20;
+        p.ts = later;
+        h.serving = Some(0);
+        h.on_dequeue(0, &p, later);
+    }
+    round_trip(&mut h, 0, 20, later, rtt);
+    let now = later + rtt;
+    let live: f64 = h
+        .conns
+        .values()
+        .filter(|c| c.alive(1_000_000_000, now))
+        .map(|c| c.x * 12_000.0 / (c.rtt_ps / PS_PER_S))
+        .sum();
+    let rate = h.pace_of(0, now).expect("paced");
+    assert!(live < 0.9 * theta, "the windows alone: {live}");
+    assert!(rate >= theta * (1.0 - 1e-9), "{rate} < {theta}");
+}
