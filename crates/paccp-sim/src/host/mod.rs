@@ -73,6 +73,13 @@ pub trait Selector: std::fmt::Debug {
     fn wants_acks(&self) -> bool {
         false
     }
+    /// Whether a new sub-queue may take over an empty queue slot of any VM (false, the default:
+    /// slots are kept, for selectors with state per slot). A selector with a sub-queue per
+    /// connection says true, so a host's slots stay as many as its queues with data at once, not
+    /// as many as the connections it ever carried.
+    fn recycles_slots(&self) -> bool {
+        false
+    }
 }
 
 /// Packet round-robin over the non-empty VM queues (fair in packets).
@@ -137,6 +144,12 @@ impl Selector for AnySelector {
         match self {
             AnySelector::RoundRobin(_) => false,
             AnySelector::Custom(s) => s.wants_acks(),
+        }
+    }
+    fn recycles_slots(&self) -> bool {
+        match self {
+            AnySelector::RoundRobin(_) => false,
+            AnySelector::Custom(s) => s.recycles_slots(),
         }
     }
 }
@@ -210,8 +223,18 @@ impl Qdisc for PerVm {
 
     fn push(&mut self, pkt: Pkt, key: QKey) {
         let sub = self.selector.subqueue(&pkt);
-        let i = match self.slot(key.vm, sub) {
-            Some(i) => i,
+        let free = || {
+            self.selector
+                .recycles_slots()
+                .then(|| self.queues.iter().position(|q| q.fifo.is_empty()))
+                .flatten()
+        };
+        let i = match self.slot(key.vm, sub).or_else(free) {
+            Some(i) => {
+                let q = &mut self.queues[i];
+                (q.vm, q.sub) = (key.vm, sub);
+                i
+            }
             None => {
                 self.queues.push(VmQueue {
                     vm: key.vm,

@@ -309,11 +309,10 @@ struct VmState {
     /// SFQ weight (bit/s): its share in the last solve.
     share_bps: f64,
     last_active: u64,
-    /// The pacer of part 3: (rate in bit/s, until when it holds), set while one of the VM's
-    /// connections has a law window below one segment.
-    pace: Option<(f64, u64)>,
-    /// The earliest time the pacer lets the VM's next data packet leave.
-    next_send: u64,
+    /// The pacer of part 3, set while one of the VM's connections has a law window below one
+    /// segment: (the VM's rate in bit/s, the factor its connections' law rates are raised by so
+    /// that together they are at least its guarantee, until when it holds).
+    pace: Option<(f64, f64, u64)>,
     /// When its last ACK came (`fluid`).
     last_ack: u64,
     /// When a loss last halved its pooled connections.
@@ -361,9 +360,16 @@ struct ConnState {
     used: bool,
     /// Its host-queue cap at its last ACK (segments).
     cap: f64,
+    /// The earliest time the pacer lets its next segment leave (while its VM is paced).
+    next_send: u64,
 }
 
 impl ConnState {
+    /// Its law rate (bit/s): the window imposed over its RTT, once it has an RTT.
+    fn law_rate(&self, seg_bits: f64) -> Option<f64> {
+        (self.rtt_ps > 0.0).then(|| self.x * seg_bits / (self.rtt_ps / PS_PER_S))
+    }
+
     /// The expected time between its segments when its law window is below one segment (ps).
     fn gap(&self) -> u64 {
         if self.x < 1.0 && self.rtt_ps > 0.0 {
@@ -390,8 +396,10 @@ pub struct PaccpHost {
     port_bps: f64,
     purchases: Rc<BTreeMap<u32, Pair>>,
     vms: BTreeMap<u32, VmState>,
-    /// SFQ start tag of each queue slot (seconds of service at its weight) and whether it was idle.
-    tags: Vec<(f64, bool)>,
+    /// SFQ start tag (seconds of service at its weight) of each VM (`per_vm`) or each of its
+    /// sub-queues (VM, connection); a tag at or below the virtual time is the same as none.
+    tags: BTreeMap<(u32, u32), f64>,
+    next_tag_prune: u64,
     vtime: f64,
     /// The active VMs of the last solve.
     solved: Vec<u32>,
@@ -409,7 +417,8 @@ impl PaccpHost {
             port_bps,
             purchases,
             vms: BTreeMap::new(),
-            tags: Vec::new(),
+            tags: BTreeMap::new(),
+            next_tag_prune: 0,
             vtime: 0.0,
             solved: Vec::new(),
             next_solve: 0,
@@ -429,7 +438,6 @@ impl PaccpHost {
             share_bps: 0.0,
             last_active: now,
             pace: None,
-            next_send: 0,
             last_ack: 0,
             halved: 0,
         })
@@ -745,56 +753,68 @@ impl PaccpHost {
     }
 
     /// The VM's pacer (part 3): while one of its connections has a law window below one segment,
-    /// the host releases the VM's data at the sum of its connections' law rates (window over RTT),
-    /// so k connections at a fabric bottleneck whose fair share is below k segments per RTT
-    /// together send what the law gives them, not k segments per RTT (Seawall / EyeQ: a rate
-    /// limiter per VM driven by congestion). Otherwise the windows alone bound the VM.
+    /// the host releases each of the VM's connections at its law rate (window over RTT), so k
+    /// connections at a fabric bottleneck whose fair share is below k segments per RTT together
+    /// send what the law gives them, not k segments per RTT (Seawall / EyeQ: a rate limiter per
+    /// VM driven by congestion, made of one per connection). Otherwise the windows alone bound
+    /// the VM.
     ///
-    /// Connections that joined and have no ACK yet count at their window over the RTT of the VM's
-    /// others (a join splits the VM's window, so the VM's rate does not drop by the joiners' part
-    /// until their first ACK), and the pacer never releases less than the VM's guarantee
-    /// `theta_bps` (as the port allocation scaled it): the law's floor holds for every connection
-    /// with an ACK (each at least theta / n), but the VM's queue also holds the joiners' data,
-    /// which waits behind the pacer for the ACK that would set their share.
+    /// Each connection has its own sub-queue and its own pacer (Seawall's per-destination
+    /// tunnels): with one queue per VM, a connection at a congested receiver, paced at a small
+    /// fraction of a segment per RTT, held every later connection of its VM to other receivers
+    /// behind its one segment (a BE VM of the Clos shuffle kept 100 packets waiting at 66 kb/s).
+    /// A connection without an ACK yet is not paced. The pacers together never release less than
+    /// the VM's guarantee `theta_bps` (as the port allocation scaled it): the law's floor holds
+    /// for each connection (at least theta / n), but connections whose windows were set when the
+    /// VM had more of them carry less than theta together until each has had an ACK; their rates
+    /// are raised by one factor then.
     fn set_pace(&mut self, vm: u32, theta_bps: f64, seg_bits: f64, idle_ps: u64, now: u64) {
         let mut below = false;
         let mut rate = 0.0;
         let mut gap = 0;
-        let (mut rtt_sum, mut timed, mut new_segs) = (0.0, 0u32, 0.0);
         for c in self.conns.values() {
             if c.vm != vm || !c.alive(idle_ps, now) {
                 continue;
             }
             below |= c.x < 1.0;
-            if c.rtt_ps <= 0.0 {
-                new_segs += c.x;
-                continue;
+            if let Some(r) = c.law_rate(seg_bits) {
+                rate += r;
+                gap = gap.max(c.gap());
             }
-            rate += c.x * seg_bits / (c.rtt_ps / PS_PER_S);
-            rtt_sum += c.rtt_ps;
-            timed += 1;
-            gap = gap.max(c.gap());
         }
-        if timed > 0 {
-            rate += new_segs * seg_bits / (rtt_sum / f64::from(timed) / PS_PER_S);
-        }
-        let rate = rate.max(theta_bps);
+        let boost = if rate > 0.0 {
+            (theta_bps / rate).max(1.0)
+        } else {
+            1.0
+        };
         let until = now.saturating_add(idle_ps).saturating_add(gap);
-        self.vm(vm, now).pace = (below && rate > 0.0).then_some((rate, until));
+        self.vm(vm, now).pace = (below && rate > 0.0).then_some((rate * boost, boost, until));
+    }
+
+    /// The VM's pacer at `now`, if it holds: (the VM's rate, its connections' factor).
+    fn pacer(&self, vm: u32, now: u64) -> Option<(f64, f64)> {
+        self.vms
+            .get(&vm)
+            .and_then(|s| s.pace)
+            .filter(|&(_, _, until)| until > now)
+            .map(|(r, b, _)| (r, b))
     }
 
     /// The VM's pacing rate at `now`, if its pacer holds.
     fn pace_of(&self, vm: u32, now: u64) -> Option<f64> {
-        self.vms
-            .get(&vm)
-            .and_then(|s| s.pace)
-            .filter(|&(_, until)| until > now)
-            .map(|(r, _)| r)
+        self.pacer(vm, now).map(|(r, _)| r)
     }
 
-    /// Whether the VM's pacer holds its data at `now`.
-    fn held(&self, vm: u32, now: u64) -> bool {
-        self.pace_of(vm, now).is_some() && self.vms.get(&vm).is_some_and(|s| s.next_send > now)
+    /// When the pacer lets the head of queue `q` leave, if later than `now`.
+    fn held_until(&self, q: &VmQueue, now: u64) -> Option<u64> {
+        let head = q.fifo.head()?;
+        let at = self.conns.get(&head.flow)?.next_send;
+        (at > now && self.pacer(q.vm, now).is_some()).then_some(at)
+    }
+
+    /// The SFQ tag of queue `q`: its VM's (`per_vm`), else its own.
+    fn tag_key(&self, q: &VmQueue) -> (u32, u32) {
+        (q.vm, if self.p.per_vm { 0 } else { q.sub })
     }
 }
 
@@ -808,48 +828,55 @@ impl Selector for PaccpHost {
             return Some(i);
         }
         self.solve(queues, now_ps);
-        if self.tags.len() < queues.len() {
-            self.tags.resize(queues.len(), (0.0, true));
-        }
-        let mut best: Option<(f64, usize)> = None;
+        // start-time fair queueing over the VMs' tags (a tag below the virtual time, as after an
+        // idle spell, starts at it: an idle VM banks no credit); within a VM the sub-queue whose
+        // head the guest sent first
+        let mut best: Option<(f64, u64, usize)> = None;
         for (i, q) in queues.iter().enumerate() {
-            if q.fifo.is_empty() {
-                self.tags[i].1 = true;
+            if q.fifo.is_empty() || self.held_until(q, now_ps).is_some() {
                 continue;
             }
-            if self.tags[i].1 {
-                self.tags[i] = (self.tags[i].0.max(self.vtime), false);
-            }
-            if self.held(q.vm, now_ps) {
-                continue;
-            }
-            if best.is_none_or(|(t, _)| self.tags[i].0 < t) {
-                best = Some((self.tags[i].0, i));
+            let tag = self
+                .tags
+                .get(&self.tag_key(q))
+                .map_or(self.vtime, |t| t.max(self.vtime));
+            let ts = q.fifo.head().map_or(0, |h| h.ts);
+            if best.is_none_or(|(t, s, _)| (tag, ts) < (t, s)) {
+                best = Some((tag, ts, i));
             }
         }
-        let (tag, i) = best?;
-        let vm = queues[i].vm;
+        let (tag, _, i) = best?;
+        let q = &queues[i];
+        let vm = q.vm;
         let x = self.vms.get(&vm).map_or(1.0, |s| s.share_bps);
-        if let Some(head) = queues[i].fifo.head() {
-            self.tags[i].0 = tag + head.size as f64 * 8.0 / x;
-            if let Some(rate) = self.pace_of(vm, now_ps) {
-                let gap = (head.size as f64 * 8.0 / rate * PS_PER_S) as u64;
-                if let Some(s) = self.vms.get_mut(&vm) {
-                    s.next_send = s.next_send.max(now_ps).saturating_add(gap);
+        if let Some(head) = q.fifo.head() {
+            let bits = head.size as f64 * 8.0;
+            self.tags.insert(self.tag_key(q), tag + bits / x);
+            let seg_bits = self.p.window.map_or(12_000.0, |f| (f.mss_bytes * 8) as f64);
+            if let (Some((_, boost)), Some(c)) =
+                (self.pacer(vm, now_ps), self.conns.get_mut(&head.flow))
+            {
+                if let Some(r) = c.law_rate(seg_bits) {
+                    let gap = (bits / (r * boost) * PS_PER_S) as u64;
+                    c.next_send = c.next_send.max(now_ps).saturating_add(gap);
                 }
             }
         }
         self.vtime = tag;
-        self.serving = Some(queues[i].vm);
+        if now_ps >= self.next_tag_prune {
+            let v = self.vtime;
+            self.tags.retain(|_, t| *t > v);
+            self.next_tag_prune = now_ps.saturating_add(self.p.resolve_ps);
+        }
+        self.serving = Some(vm);
         Some(i)
     }
 
     fn next_eligible(&self, queues: &[VmQueue], now_ps: u64) -> Option<u64> {
         queues
             .iter()
-            .filter(|q| q.sub != ACK_SUB && !q.fifo.is_empty())
-            .filter_map(|q| self.vms.get(&q.vm).map(|s| s.next_send))
-            .filter(|&t| t > now_ps)
+            .filter(|q| q.sub != ACK_SUB)
+            .filter_map(|q| self.held_until(q, now_ps))
             .min()
     }
 
@@ -919,6 +946,7 @@ impl Selector for PaccpHost {
             last_ack: 0,
             used: false,
             cap: w0,
+            next_send: 0,
         });
         // a segment below the highest sent is a retransmission: the guest lost one
         if known && pkt.seq < c.hi {
@@ -942,13 +970,19 @@ impl Selector for PaccpHost {
     }
 
     fn subqueue(&self, pkt: &Pkt) -> u32 {
+        // a sub-queue per connection: for its own pacer (the law on) or its own weight (not
+        // `per_vm`, ablation); else one queue per VM
         if pkt.is_ack {
             ACK_SUB
-        } else if self.p.per_vm {
-            0
-        } else {
+        } else if !self.p.per_vm || self.p.window.is_some_and(|f| f.law) {
             pkt.flow
+        } else {
+            0
         }
+    }
+
+    fn recycles_slots(&self) -> bool {
+        true
     }
 }
 

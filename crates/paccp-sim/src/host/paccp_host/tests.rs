@@ -342,7 +342,17 @@ fn below_one_segment_per_connection_the_host_paces_the_vm() {
     let one_each = 16.0 * 12_000.0 / (rtt as f64 / PS_PER_S);
     assert!(rate < 0.5 * one_each, "{rate} vs {one_each}");
     assert!(h.conns.values().all(|c| c.x < 1.0));
-    // the pacer holds the VM's next packet until its gap has passed
+    // each connection is released at its own law rate, together the VM's: the pacer holds
+    // connection 0's next packet until its gap has passed
+    let (_, boost) = h.pacer(0, now).expect("paced");
+    let own: f64 = h.conns[&0].law_rate(12_000.0).expect("timed") * boost;
+    let all: f64 = h
+        .conns
+        .values()
+        .filter_map(|c| c.law_rate(12_000.0))
+        .sum::<f64>()
+        * boost;
+    assert!((all - rate).abs() <= 1e-9 * rate, "{all} vs {rate}");
     let mut q = PerVm::new(BufCfg::Packets(100), AnySelector::Custom(Box::new(h)));
     for _ in 0..3 {
         q.push(pkt(0, 0, 1500), key(0));
@@ -350,7 +360,7 @@ fn below_one_segment_per_connection_the_host_paces_the_vm() {
     assert!(matches!(q.pop(now), Pop::Packet(_)));
     match q.pop(now) {
         Pop::WaitUntil(at) => {
-            let gap = 1500.0 * 8.0 / rate * PS_PER_S;
+            let gap = 1500.0 * 8.0 / own * PS_PER_S;
             assert!(
                 ((at - now) as f64 - gap).abs() <= 1.0 + 1e-6 * gap,
                 "{at} {gap}"
@@ -583,4 +593,42 @@ fn a_paced_vm_is_released_at_its_guarantee_at_least() {
     let rate = h.pace_of(0, now).expect("paced");
     assert!(live < 0.9 * theta, "the windows alone: {live}");
     assert!(rate >= theta * (1.0 - 1e-9), "{rate} < {theta}");
+}
+
+#[test]
+fn a_paced_connection_does_not_hold_its_vms_other_connections() {
+    // Clos shuffle (full size): a BE VM's connection to a congested reducer, paced at a small
+    // fraction of a segment per RTT, held the VM's later connections to idle reducers behind it
+    // in the VM's one queue. Each connection now has its own sub-queue and pacer.
+    let rtt = 300_000_000u64;
+    let mut h = windowed_fluid(0, 1.0, true, true);
+    let mut t = 0;
+    for seq in 0..1000 {
+        round_trip(&mut h, 0, seq, t, rtt);
+        t += 20_000_000;
+    }
+    let now = t + rtt;
+    assert!(h.conns[&0].x < 1.0, "{}", h.conns[&0].x);
+    assert!(h.pace_of(0, now).is_some(), "connection 0 is paced");
+    let mut q = PerVm::new(BufCfg::Packets(100), AnySelector::Custom(Box::new(h)));
+    for flow in [0, 0, 1, 1, 1] {
+        q.push(pkt(flow, 0, 1500), key(0));
+    }
+    let mut sent = Vec::new();
+    loop {
+        match q.pop(now) {
+            Pop::Packet(p) => sent.push(p.flow),
+            Pop::WaitUntil(at) => {
+                assert!(at > now);
+                break;
+            }
+            Pop::Empty => break,
+        }
+    }
+    assert_eq!(
+        sent,
+        [0, 1, 1, 1],
+        "connection 1 is not held behind connection 0"
+    );
+    assert_eq!(q.len(), 1, "connection 0's second packet waits for its gap");
 }
