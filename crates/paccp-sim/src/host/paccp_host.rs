@@ -12,9 +12,10 @@
 //!    the smallest start tag; a VM that was idle restarts at the current virtual time, so an idle VM
 //!    banks no credit), which is work conserving: a VM that sends less than its x_i leaves the rest to
 //!    the others in proportion to theirs. `alloc = "equal"` uses equal weights instead (ablation).
-//! 2. **The VM as one entity** (`per_vm = true`): all data of a VM shares one queue and one weight, so
-//!    k connections get what one gets. `per_vm = false` (ablation) gives each flow its own queue with
-//!    the VM's weight.
+//! 2. **The VM as one entity** (`per_vm = true`): all data of a VM shares one SFQ weight (one tag),
+//!    so k connections get what one gets; with the fabric law on, each connection has a sub-queue of
+//!    its own under that tag (for its pacer, part 3), the VM's sub-queues served in the order their
+//!    guests sent. `per_vm = false` (ablation) gives each flow its own tag with the VM's weight.
 //! 3. **The guest's window, set by the host** (`window`, optional; AC/DC TCP and vCC's mechanism:
 //!    the virtual switch rewrites the receive window of the ACKs it hands to the guest). The host
 //!    sees every ACK of its connections before the guest does ([`Selector::on_ack_in`]) and imposes
@@ -58,13 +59,15 @@
 //!      one sent is a retransmission (the guest lost one beyond the host); at the end of that round
 //!      the window halves (Reno's and DCTCP's response to a loss; per round, `fluid = false`: the
 //!      round also counts as wholly marked in alpha).
-//!    - **per-VM pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
+//!    - **the pacer**: a guest's window cannot go below one segment, so at a bottleneck whose
 //!      fair share is a few segments per RTT k connections would hold k. The law's window may go
 //!      below one segment (down to 1/64); while one of a VM's connections is there, the host
-//!      releases the VM's data at the sum of its connections' law rates (window over RTT), the
-//!      guests keeping one segment each (Seawall / EyeQ: a rate limiter per VM driven by
-//!      congestion). A connection is idle only after `idle_ns` beyond its expected gap between
-//!      segments (RTT / W).
+//!      releases each of the VM's connections at its law rate (window over RTT; together the VM's),
+//!      the guests keeping one segment each (Seawall / EyeQ: a rate limiter per VM driven by
+//!      congestion, one per connection as Seawall's per-destination tunnels, so a connection at a
+//!      congested receiver does not hold the VM's others). The pacers together release at least
+//!      the VM's guarantee. A connection's RTT is the path's unloaded one until it has a sample. A
+//!      connection is idle only after `idle_ns` beyond its expected gap between segments (RTT / W).
 //!    - **pooled while paced** (`pool = true`, with `fluid`): the pacer serves a VM's connections in
 //!      turn, so each gets an ACK every k of the VM's; driven by its own, a connection moves by large
 //!      steps from single samples (the gamer above kept 1.30 times its share). While the VM is
