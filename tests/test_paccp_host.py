@@ -87,11 +87,11 @@ def test_opening_flows_gains_nothing_on_a_fabric_bottleneck() -> None:
 def test_opening_flows_gains_nothing_below_one_segment_per_connection() -> None:
     """The Clos file's gaming point (4 VMs on one 1 Gb/s link, 60 us unloaded RTT: a fair share near
     1.3 segments per RTT per VM; 100 ms): 16 connections of one segment each would hold 16; the host
-    paces the VM at its law's rate. Round 3's law per round of each connection kept 1.26-1.30 times the
-    share (a round counts as marked if any ACK is, and 16 small windows have few ACKs per round)."""
+    paces each connection at its law's rate. (Round 3's law per round of each connection kept 1.26-1.30
+    times the share while the VM had one pacer and one queue; with a pacer per connection it gives 0.91,
+    so the contrast is no longer asserted; docs/host-scheme.md.)"""
     spec = load_spec(REPO / "scenarios" / "compare-clos-mapreduce.toml").quick()
     assert _gain(spec, "paccp-host", 16) <= 1.10
-    assert _gain(spec, "paccp-host-no-fluid", 16) > 1.2
     assert _gain(spec, "paccp-host-no-fabric", 16) > 2.0
 
 
@@ -100,8 +100,9 @@ def test_a_crowded_fabric_bottleneck_shares_fairly_and_gains_nothing() -> None:
     segment per RTT per VM; 100 ms). With one connection each the six get their fair share (a VM's
     first connection opens at its guarantee's window and slow-starts; opened at the cap, 90 % of the
     host queue each, several switch queues in all, losses and timeouts decide). With 4 connections the
-    gamer gains nothing: while paced, its ACKs drive its 4 connections as one (each driven by its own,
-    one ACK every 4 of the VM's, the gamer took 1.5 times its share)."""
+    gamer gains nothing. (With one pacer and one queue per VM, its connections driven each by its own
+    ACKs, one every 4 of the VM's, took 1.5 times the share, which pooling the VM's ACKs repaired; with
+    a pacer per connection, no-pool gives 1.13, so the contrast is no longer asserted.)"""
     spec = load_spec(REPO / "scenarios" / "compare-generalise-4class.toml").quick()
     cfg = spec.cfg
     assert cfg.gaming is not None
@@ -112,7 +113,6 @@ def test_a_crowded_fabric_bottleneck_shares_fairly_and_gains_nothing() -> None:
     cap, _ = _rates("paccp-host-no-start", st)
     assert min(r.mean() for r in cap.values()) < 0.5 * fair, cap
     assert _gain(spec, "paccp-host", 4) <= 1.10
-    assert _gain(spec, "paccp-host-no-pool", 4) > 1.3
 
 
 def test_distance_reference_dual_matches_the_exact_optimum() -> None:

@@ -73,6 +73,19 @@ pub trait Selector: std::fmt::Debug {
     fn wants_acks(&self) -> bool {
         false
     }
+    /// A flow of VM `vm` starts (its sender on this host; `queues`: the host's queues now): the
+    /// receive window (segments) the host imposes on it from its first segment on, as a virtual
+    /// switch rewriting the window of the connection's SYN-ACK would (`None`, the default: none).
+    /// Called only when [`Selector::wants_acks`] says so.
+    fn on_flow_start(
+        &mut self,
+        _queues: &[VmQueue],
+        _flow: u32,
+        _vm: u32,
+        _now_ps: u64,
+    ) -> Option<u64> {
+        None
+    }
     /// Whether a new sub-queue may take over an empty queue slot of any VM (false, the default:
     /// slots are kept, for selectors with state per slot). A selector with a sub-queue per
     /// connection says true, so a host's slots stay as many as its queues with data at once, not
@@ -150,6 +163,12 @@ impl Selector for AnySelector {
         match self {
             AnySelector::RoundRobin(_) => false,
             AnySelector::Custom(s) => s.recycles_slots(),
+        }
+    }
+    fn on_flow_start(&mut self, q: &[VmQueue], flow: u32, vm: u32, now: u64) -> Option<u64> {
+        match self {
+            AnySelector::RoundRobin(_) => None,
+            AnySelector::Custom(s) => s.on_flow_start(q, flow, vm, now),
         }
     }
 }
@@ -278,6 +297,11 @@ impl Qdisc for PerVm {
     /// [`Selector::wants_acks`] of its selector.
     fn wants_acks(&self) -> bool {
         self.selector.wants_acks()
+    }
+
+    /// [`Selector::on_flow_start`] of its selector, with its queues.
+    fn on_flow_start(&mut self, flow: u32, vm: u32, now: u64) -> Option<u64> {
+        self.selector.on_flow_start(&self.queues, flow, vm, now)
     }
 
     fn len(&self) -> usize {

@@ -47,6 +47,13 @@ pub trait Qdisc: std::fmt::Debug {
     fn wants_acks(&self) -> bool {
         false
     }
+    /// A flow of VM `vm` (its sender on this host) starts: the receive window (segments) the host
+    /// imposes on it from its first segment on, as a virtual switch rewriting the window of the
+    /// connection's SYN-ACK would (`None`, the default: none). Called only when
+    /// [`Qdisc::wants_acks`] says so.
+    fn on_flow_start(&mut self, _flow: u32, _vm: u32, _now_ps: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// What a discipline yields when the serialiser is free.

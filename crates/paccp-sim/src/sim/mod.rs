@@ -464,6 +464,16 @@ impl Simulation {
             self.vms[vm as usize].active.push(flow);
             self.resplit(vm);
         }
+        let f = &mut self.flows[flow as usize];
+        if let (true, Some(vm)) = (self.host_acks, f.info.vm) {
+            // the sender's host sees the connection open (a virtual switch may set its window)
+            let first = self.routes[f.info.route_data as usize];
+            if let Some(q) = self.channels[first as usize].sched.as_deref_mut() {
+                if let Some(w) = q.on_flow_start(flow, vm, self.q.now) {
+                    f.snd.host_wnd = w;
+                }
+            }
+        }
         let (flows, mut cx) = ctx!(self);
         if flows[flow as usize].info.cbr_bps.is_some() {
             flows[flow as usize].cbr_send(flow, &mut cx);

@@ -632,3 +632,42 @@ fn a_paced_connection_does_not_hold_its_vms_other_connections() {
     );
     assert_eq!(q.len(), 1, "connection 0's second packet waits for its gap");
 }
+
+#[test]
+fn a_connection_opens_with_what_is_left_of_its_vms_host_queue() {
+    // the generalisation file at 0.9x: 24 connections of a VM open at once on a dropping host queue
+    // (100 packets); with their initial windows unbounded they lost segments there and each waited
+    // for a timeout. From its start, a connection may hold what is left of its VM's 90 packets after
+    // the packets waiting and the windows of the VM's other opening connections, at least one
+    let mut h = windowed(0, 1.0, true);
+    let none: Vec<VmQueue> = Vec::new();
+    let first = h.on_flow_start(&none, 0, 0, 0).expect("the window part is on");
+    assert_eq!(first, 90);
+    let rest: Vec<u64> = (1..24)
+        .map(|f| h.on_flow_start(&none, f, 0, 1_000).expect("on"))
+        .collect();
+    assert!(rest.iter().all(|w| *w == 1), "{rest:?}");
+    // the first connection's ACK ends its opening: its window is the ACK's from then on
+    round_trip(&mut h, 0, 0, 2_000, 40_000_000);
+    let mut q = PerVm::new(BufCfg::Packets(100), AnySelector::Custom(Box::new(h)));
+    for _ in 0..60 {
+        q.push(pkt(0, 0, 1500), key(0));
+    }
+    // 60 packets of the VM wait, 23 connections hold one segment each: 7 are left
+    assert_eq!(q.on_flow_start(99, 0, 3_000), Some(7));
+    // another VM's queue is its own
+    assert_eq!(q.on_flow_start(100, 1, 3_000), Some(90));
+    // without the window part the host imposes nothing
+    let mut plain = PerVm::new(
+        BufCfg::Packets(100),
+        AnySelector::Custom(Box::new(windowed_cap_off())),
+    );
+    assert_eq!(plain.on_flow_start(0, 0, 0), None);
+}
+
+/// A host with one VM and no window part (the port allocation alone).
+fn windowed_cap_off() -> PaccpHost {
+    let mut h = windowed(0, 1.0, true);
+    h.p.window = None;
+    h
+}
