@@ -13,15 +13,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Test files (relative to tests/), folders (ending in /) and single tests (file::name) that run alone, and
-# why. Process tests whose only time bounds are generous waits (wait_for's 15-20 s, an outage of a few
-# seconds) are not here: test_relay.py and the rest of test_agent.py run in part 1 (own ports and tmp_path).
+# Test files (relative to tests/) and folders (ending in /) whose tests run alone, and why.
 SERIAL = {
     "datapath/": "root: BPF datapath, namespaces and iperf3 rates, the QEMU guest",
     "service/test_e2e_datapath.py": "root: the service over the real datapath",
     "service/test_e2e_host_scheme.py": "root: the service over the host enforcer",
-    "service/test_agent.py::test_purchase_applied_restart_kill9_changes_nothing_usage_exact": "agent and "
-    "controller processes: a purchase must reach the datapath within 1 s",
+    "service/test_agent.py": "agent and controller processes, restart and outage timing",
+    "service/test_relay.py": "relay, agent and controller processes, retry timing",
     "service/test_serve_workers.py": "several server worker processes",
     "service/test_api_reads.py": "a token revocation bound of its cache TTL + 0.5 s",
     "service/test_web_browser.py": "a browser against a served controller",
@@ -34,8 +32,7 @@ def is_serial(item: pytest.Item) -> bool:
     if item.get_closest_marker("root") is not None:
         return True
     rel = Path(str(item.path)).relative_to(REPO / "tests").as_posix()
-    test = f"{rel}::{item.originalname}" if isinstance(item, pytest.Function) else rel
-    return any(rel == p or test == p or (p.endswith("/") and rel.startswith(p)) for p in SERIAL)
+    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in SERIAL)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
