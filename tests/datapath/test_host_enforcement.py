@@ -117,8 +117,43 @@ def test_host_share_over_committed_port(root: None, tmp_path: Path) -> None:
     _no_leftovers()
 
 
+def test_cheat_summary_covers_the_runs_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without root (fake runs: VM 1 at a set multiple of its optimum): all runs give every gain and check;
+    a subset of runs makes only those runs, and the summary reads only them."""
+    opt = hb.optimum_bps(RATE, cheat.cheat_guests("honest"))["vm1"]
+    times = {(True, "honest"): 0.98, (True, "conns"): 1.04, (True, "law"): 1.02, (False, "honest"): 0.9,
+             (False, "conns"): 1.8, (False, "law"): 1.5}  # fmt: skip
+    made: list[tuple[bool, str]] = []
+
+    def fake_run(guests: list[hb.Guest], rate_bps: int, duration_s: float, enforce: bool) -> dict:
+        variant = next(v for v in ("conns", "law", "honest") if guests[0] == cheat.cheat_guests(v)[0])
+        made.append((enforce, variant))
+        x = times[(enforce, variant)] * opt
+        return {"mean_bps": {g.name: x for g in guests}, "goodput_bps": {g.name: x for g in guests},
+                "metrics_text": "m", "window_ns": (0, 3 * 10**9),
+                "usage": {g.name: {"name": g.name, "ifname": f"t{k}", "theta_bps": 0, "omega": 1.0}
+                          for k, g in enumerate(guests)}}  # fmt: skip
+
+    monkeypatch.setattr(cheat, "run", fake_run)
+    s = cheat.exp_cheat(f"{RATE}bit", DUR, tmp_path / "all")
+    assert made == list(cheat.RUNS)
+    assert s["gains"] == {"enforced": {"conns": 1.04, "law": 1.02}, "fifo": {"conns": 1.8, "law": 1.5}}
+    assert s["gains_over_honest_run"]["fifo"] == {"conns": 2.0, "law": round(1.5 / 0.9, 3)}
+    assert [c["holds"] for c in s["checks"]] == [True] * 5
+    made.clear()
+    some = ((True, "law"), (False, "conns"))
+    s = cheat.exp_cheat(f"{RATE}bit", DUR, tmp_path / "some", runs=some)
+    assert made == list(some)
+    assert s["gains"] == {"enforced": {"law": 1.02}, "fifo": {"conns": 1.8}}
+    assert s["gains_over_honest_run"] == {"enforced": {}, "fifo": {}}
+    assert [c["ours"] for c in s["checks"]] == ["1.800", "1.020"]  # per cheat: conns, then law
+
+
 def test_host_cheat_gains_nothing(root: None, tmp_path: Path) -> None:
-    s = cheat.exp_cheat(f"{RATE}bit", DUR, tmp_path)
+    # the runs the assertions read (the honest runs and the unenforced law run only feed the full summary,
+    # whose arithmetic test_cheat_summary_covers_the_runs_made checks without root)
+    runs = ((True, "conns"), (True, "law"), (False, "conns"))
+    s = cheat.exp_cheat(f"{RATE}bit", DUR, tmp_path, runs=runs)
     for variant in cheat.CHEATS:
         assert s["gains"]["enforced"][variant] <= hb.GAIN_MAX, s["gains"]
     assert s["gains"]["fifo"]["conns"] > hb.GAIN_MAX, s["gains"]  # the test can fail without enforcement

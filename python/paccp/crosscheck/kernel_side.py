@@ -50,7 +50,9 @@ def run_kernel_dumbbell(
             for node, ifn in (("s0", "e0"), ("d0", "e0")):
                 dumps.append(net.spawn(node, ["tcpdump", "-i", ifn, "-s", "100", "-w",
                                               str(out / f"{node}.pcap")]))  # fmt: skip
-        time.sleep(0.5)
+            time.sleep(0.5)  # tcpdump's start-up: no socket to wait for
+        for i in range(n_flows):
+            net.wait_listening(f"d{i}", 5201 + i)
         clients = [
             net.spawn(
                 f"s{i}",

@@ -160,6 +160,23 @@ class Net:
         self.procs.append(p)
         return p
 
+    def wait_listening(self, node: str, *ports: int, timeout_s: float = 10.0) -> None:
+        """Return once TCP ``ports`` all listen in ``node`` (servers just spawned; MPTCP listeners show
+        as TCP ones); :class:`EnvironmentUnsupported` if they do not within ``timeout_s``."""
+        want = {str(p) for p in ports}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            res = self.exec(node, "ss", "-Htln", check=False)
+            rows = [line.split() for line in res.stdout.splitlines()]
+            listening = {r[3].rsplit(":", 1)[-1] for r in rows if len(r) > 3}
+            if want <= listening:
+                return
+            if time.monotonic() > deadline:
+                raise EnvironmentUnsupported(
+                    f"{self.ns(node)}: ports {sorted(want - listening)} not listening after {timeout_s:g} s"
+                )
+            time.sleep(0.02)
+
     def cleanup(self) -> None:
         for p in self.procs:
             if p.poll() is None:

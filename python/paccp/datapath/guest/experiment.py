@@ -173,7 +173,8 @@ class _Bed:
         servers = []
         for i in range(len(active)):
             servers.append(self.net.spawn(f"d{i}", ["iperf3", "-s", "-1", "-p", str(PORT + i)]))
-        time.sleep(0.5)
+        for i in range(len(active)):
+            self.net.wait_listening(f"d{i}", PORT + i)
         sampler = _Sampler(self.net.ns("r"), {vm.name: self.r_ifs[vm.name] for vm in active}, offered)
         sampler.start()
         # the guest's iperf3 takes a few seconds to start under TCG: it runs longer, and the clock of the

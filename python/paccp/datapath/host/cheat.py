@@ -33,17 +33,24 @@ def cheat_guests(variant: str) -> list[Guest]:
 
 
 CHEATS = ("conns", "law")
+#: Every run of the experiment: (enforced, VM 1's variant), enforced first.
+RUNS = tuple((enforce, variant) for enforce in (True, False) for variant in ("honest", *CHEATS))
 
 
-def exp_cheat(rate: str, duration_s: float, out: Path) -> dict[str, Any]:
-    """host-cheat: VM 1's gain from 24 connections or its own omega 8, with and without enforcement."""
+def exp_cheat(
+    rate: str, duration_s: float, out: Path, runs: tuple[tuple[bool, str], ...] = RUNS
+) -> dict[str, Any]:
+    """host-cheat: VM 1's gain from 24 connections or its own omega 8, with and without enforcement.
+
+    ``runs``: which of :data:`RUNS` to make (all by default); the summary's gains, gains over the honest
+    run and checks cover the runs made."""
     rate_bps, tried = choose_rate(rate, lambda r: run(cheat_guests("honest"), r, 3.0, True))
     opt = optimum_bps(rate_bps, cheat_guests("honest"))
     got: dict[tuple[bool, str], dict[str, Any]] = {}
     recs: list[Any] = []
     metrics = ""
-    for enforce in (True, False):
-        for variant in ("honest", *CHEATS):
+    for enforce, variant in RUNS:
+        if (enforce, variant) in runs:
             r = run(cheat_guests(variant), rate_bps, duration_s, enforce)
             metrics = r.pop("metrics_text") if enforce else metrics
             if enforce:
@@ -61,36 +68,33 @@ def exp_cheat(rate: str, duration_s: float, out: Path) -> dict[str, Any]:
     over_honest: dict[str, dict[str, float]] = {"enforced": {}, "fifo": {}}
     for variant in CHEATS:
         what = "opens 24 connections" if variant == "conns" else "runs PACCP's law with its own omega 8"
-        g_on, g_off = vm1(True, variant) / opt["vm1"], vm1(False, variant) / opt["vm1"]
-        gains["enforced"][variant], gains["fifo"][variant] = round(g_on, 3), round(g_off, 3)
         for key, e in (("enforced", True), ("fifo", False)):
-            over_honest[key][variant] = round(vm1(e, variant) / max(1.0, vm1(e, "honest")), 3)
+            if (e, variant) not in got:
+                continue
+            g = vm1(e, variant) / opt["vm1"]
+            gains[key][variant] = round(g, 3)
+            if (e, "honest") in got:
+                over_honest[key][variant] = round(vm1(e, variant) / max(1.0, vm1(e, "honest")), 3)
+            if e:
+                statement = f"enforced: VM 1 {what}: its rate over its share (optimum) <= {GAIN_MAX:g}"
+                paper, holds = "issue 26: gaming gain <= 1.10", g <= GAIN_MAX
+            else:
+                statement = (
+                    f"without enforcement (one FIFO) the same cheat takes more than {GAIN_MAX:g} x its share "
+                    "(the test can fail)"
+                )
+                paper, holds = "a sender-side scheme enforces nothing", g > GAIN_MAX
+            checks.append(_check(statement, paper, f"{g:.3f}", holds))
+    if (True, "honest") in got:
+        honest = got[(True, "honest")]["mean_bps"]["vm1"]
         checks.append(
             _check(
-                f"enforced: VM 1 {what}: its rate over its share (optimum) <= {GAIN_MAX:g}",
-                "issue 26: gaming gain <= 1.10",
-                f"{g_on:.3f}",
-                g_on <= GAIN_MAX,
+                f"enforced, honest: VM 1 within {TOLERANCE:.0%} of its optimum ({opt['vm1'] / 1e6:.1f} Mb/s)",
+                "the optimum",
+                f"{honest / opt['vm1']:.3f}",
+                _within(honest, opt["vm1"]),
             )
         )
-        checks.append(
-            _check(
-                f"without enforcement (one FIFO) the same cheat takes more than {GAIN_MAX:g} x its share "
-                "(the test can fail)",
-                "a sender-side scheme enforces nothing",
-                f"{g_off:.3f}",
-                g_off > GAIN_MAX,
-            )
-        )
-    honest = got[(True, "honest")]["mean_bps"]["vm1"]
-    checks.append(
-        _check(
-            f"enforced, honest: VM 1 within {TOLERANCE:.0%} of its optimum ({opt['vm1'] / 1e6:.1f} Mb/s)",
-            "the optimum",
-            f"{honest / opt['vm1']:.3f}",
-            _within(honest, opt["vm1"]),
-        )
-    )
     summary = {
         "experiment": "host-cheat",
         "rate_bps": rate_bps,

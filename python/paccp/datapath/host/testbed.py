@@ -141,7 +141,7 @@ def _start_traffic(
     clients = []
     for k, _g in enumerate(guests, start=1):
         net.spawn("d", ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)])
-    time.sleep(0.5)
+    net.wait_listening("d", *(BASE_PORT + k for k in range(1, len(guests) + 1)))
     for k, g in enumerate(guests, start=1):
         cmd = ["iperf3", "-c", dst, "-p", str(BASE_PORT + k), "-t", f"{seconds:g}", "-J"]
         cmd += (

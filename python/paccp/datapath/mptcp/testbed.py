@@ -297,7 +297,8 @@ def run_windows(
             cgs = build(net, servers, rate_bps, policy)
             for i, _s in enumerate(servers, start=1):
                 net.spawn(f"r{i}", ["python3", "-c", SINK, str(PORT)])
-            time.sleep(0.5)
+            for i, _s in enumerate(servers, start=1):
+                net.wait_listening(f"r{i}", PORT)
             for i, s in enumerate(servers, start=1):
                 spans = [(s.start_s, total + 0.5 if s.stop_s is None else s.stop_s)]
                 if s.off is not None:  # off for a while, then a new connection

@@ -39,7 +39,7 @@ def run(duration_s: float, repeats: int = 3, gso: bool = True) -> dict[str, Any]
         net.add_node("b")
         net.link("a", "10.210.0.1/24", "b", "10.210.0.2/24", no_gso=not gso)
         net.spawn("b", ["iperf3", "-s", "-p", "5201"])
-        time.sleep(0.5)
+        net.wait_listening("b", 5201)
         for _ in range(repeats):
             for cc in ("reno", "paccp"):
                 c0, t0 = _cpu_busy_s(), time.monotonic()

@@ -108,7 +108,8 @@ def _run_flows(
     for i, (_src, _addr, dst, _cg) in enumerate(pairs):
         port = IPERF_PORT + i
         servers[i] = net.spawn(dst, ["iperf3", "-s", "-1", "-p", str(port)])
-    time.sleep(0.5)
+    for i, (_src, _addr, dst, _cg) in enumerate(pairs):
+        net.wait_listening(dst, IPERF_PORT + i)
     clients = {}
     t_first = time.monotonic()
     for i, (src, addr, _dst, cg) in enumerate(pairs):

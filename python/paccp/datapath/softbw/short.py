@@ -246,7 +246,7 @@ def run_short(scheme: str, rate_bps: int, duration_s: float, size: int) -> dict[
                 softbw.port_setup(net.ns("h"), port, rate_bps, n_vms, q, scheme == "softbw")
             net.spawn("d", ["python3", "-c", SINK, str(PORT), str(counts)])
             net.spawn("d", ["python3", "-c", SHORT_SINK, str(SHORT_PORT)])
-            time.sleep(0.5)
+            net.wait_listening("d", PORT, SHORT_PORT)
             if limiter is not None:
                 limiter.start()
             for i, n in enumerate(BULK_FLOWS, start=2):
@@ -420,7 +420,7 @@ def exp_overhead(out: Path, bulk_s: float = 4.0, rounds: int = 4, pings: int = 2
             softbw.port_setup(net.ns("h"), port, rate, 1, 1 << 20, scheduler=True)
             net.spawn("d", ["python3", "-c", ECHO, str(SHORT_PORT)])
             net.spawn("d", ["python3", "-c", SINK, str(PORT), f"/tmp/{net.run_id}-softbw-counts.json"])
-            time.sleep(0.5)
+            net.wait_listening("d", PORT, SHORT_PORT)
             with _bpf_stats():
                 t0, c0 = _prog_stats()
                 p0 = _port_bytes(net.ns("h"), port)

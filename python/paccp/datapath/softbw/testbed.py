@@ -136,7 +136,7 @@ def run(
             softbw.port_setup(net.ns("h"), port, rate_bps, len(flows), q, scheduler)
             counts = counts_path
             net.spawn("d", ["python3", "-c", SINK, str(PORT), str(counts)])
-            time.sleep(0.5)
+            net.wait_listening("d", PORT)
             out["idle_connect_us"] = _connect_rtt_us(net, "v1", "10.61.0.2")
             for i, n in enumerate(flows, start=1):
                 net.spawn(
