@@ -641,7 +641,9 @@ fn a_connection_opens_with_what_is_left_of_its_vms_host_queue() {
     // the packets waiting and the windows of the VM's other opening connections, at least one
     let mut h = windowed(0, 1.0, true);
     let none: Vec<VmQueue> = Vec::new();
-    let first = h.on_flow_start(&none, 0, 0, 0).expect("the window part is on");
+    let first = h
+        .on_flow_start(&none, 0, 0, 0)
+        .expect("the window part is on");
     assert_eq!(first, 90);
     let rest: Vec<u64> = (1..24)
         .map(|f| h.on_flow_start(&none, f, 0, 1_000).expect("on"))
