@@ -242,25 +242,30 @@ impl Qdisc for PerVm {
 
     fn push(&mut self, pkt: Pkt, key: QKey) {
         let sub = self.selector.subqueue(&pkt);
-        let free = || {
-            self.selector
-                .recycles_slots()
-                .then(|| self.queues.iter().position(|q| q.fifo.is_empty()))
-                .flatten()
-        };
-        let i = match self.slot(key.vm, sub).or_else(free) {
-            Some(i) => {
-                let q = &mut self.queues[i];
-                (q.vm, q.sub) = (key.vm, sub);
-                i
-            }
+        let i = match self.slot(key.vm, sub) {
+            Some(i) => i,
             None => {
-                self.queues.push(VmQueue {
-                    vm: key.vm,
-                    sub,
-                    fifo: Fifo::new(self.buffer),
-                });
-                self.queues.len() - 1
+                // a new sub-queue takes over an empty slot if the selector recycles them
+                let free = if self.selector.recycles_slots() {
+                    self.queues.iter().position(|q| q.fifo.is_empty())
+                } else {
+                    None
+                };
+                match free {
+                    Some(i) => {
+                        let q = &mut self.queues[i];
+                        (q.vm, q.sub) = (key.vm, sub);
+                        i
+                    }
+                    None => {
+                        self.queues.push(VmQueue {
+                            vm: key.vm,
+                            sub,
+                            fifo: Fifo::new(self.buffer),
+                        });
+                        self.queues.len() - 1
+                    }
+                }
             }
         };
         self.queues[i].fifo.push(pkt);

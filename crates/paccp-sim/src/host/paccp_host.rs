@@ -266,6 +266,18 @@ struct WindowCfg {
     loss: bool,
 }
 
+impl WindowCfg {
+    /// A segment (bits).
+    fn seg_bits(&self) -> f64 {
+        (self.mss_bytes * 8) as f64
+    }
+
+    /// The packets of its host queue a VM's connections may hold together (`QUEUE_SHARE` of it).
+    fn queue_cap(&self) -> f64 {
+        self.queue_pkts as f64 * QUEUE_SHARE
+    }
+}
+
 #[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
 /// How the port is split among the active VMs.
@@ -518,7 +530,7 @@ impl PaccpHost {
                     (p.theta_bps, p.omega, self.port_bps)
                 }),
         };
-        let seg_bits = (f.mss_bytes * 8) as f64;
+        let seg_bits = f.seg_bits();
         let paced = f.pool && self.pace_of(vm, now).is_some();
         let c = self.conns.get_mut(&pkt.flow)?;
         let mut sample = None;
@@ -547,7 +559,7 @@ impl PaccpHost {
         };
         // the host-queue cap: 90 % of the VM's queue and `queue_ns` at its port share, over n
         let at_share = share * (base_s + f.queue_ns as f64 / 1e9) / seg_bits;
-        let cap = (f.queue_pkts as f64 * QUEUE_SHARE).min(at_share).max(n) / n;
+        let cap = f.queue_cap().min(at_share).max(n) / n;
         if !f.law {
             return Some(cap.ceil() as u64);
         }
@@ -860,11 +872,13 @@ impl Selector for PaccpHost {
         if let Some(head) = q.fifo.head() {
             let bits = head.size as f64 * 8.0;
             self.tags.insert(self.tag_key(q), tag + bits / x);
-            let seg_bits = self.p.window.map_or(12_000.0, |f| (f.mss_bytes * 8) as f64);
-            if let (Some((_, boost)), Some(c)) =
-                (self.pacer(vm, now_ps), self.conns.get_mut(&head.flow))
-            {
-                if let Some(r) = c.law_rate(seg_bits) {
+            // a paced connection's next segment waits for its gap at its law rate
+            if let (Some(f), Some((_, boost)), Some(c)) = (
+                self.p.window,
+                self.pacer(vm, now_ps),
+                self.conns.get_mut(&head.flow),
+            ) {
+                if let Some(r) = c.law_rate(f.seg_bits()) {
                     let gap = (bits / (r * boost) * PS_PER_S) as u64;
                     c.next_send = c.next_send.max(now_ps).saturating_add(gap);
                 }
@@ -908,7 +922,7 @@ impl Selector for PaccpHost {
             .fold((0u32, 0.0, false), |(n, s, ss), c| {
                 (n + 1, s + c.w, ss || c.ss)
             });
-        let cap = (f.queue_pkts as f64 * QUEUE_SHARE).max(2.0);
+        let cap = f.queue_cap().max(2.0);
         let known = self.conns.contains_key(&pkt.flow);
         // the law in time: a join splits the VM's window, it does not add to it (k connections
         // joining one in slow start would multiply the VM's window by k)
@@ -1021,7 +1035,7 @@ impl Selector for PaccpHost {
             .filter(|(v, _, _)| *v == vm)
             .map(|(_, w, _)| w)
             .sum();
-        let share = (f.queue_pkts as f64 * QUEUE_SHARE).floor() as u64;
+        let share = f.queue_cap().floor() as u64;
         let w = share.saturating_sub(waiting + opening).max(1);
         self.opening.insert(flow, (vm, w, now_ps));
         Some(w)
