@@ -12,6 +12,7 @@ import platform
 import secrets
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,6 +113,25 @@ def test_guest_boots_its_own_kernel_and_moves_traffic_through_the_tap(netns: str
         assert rc == 0 and "receiver" in text, text[-300:]
     # torn down: the tap made for the guest is gone, QEMU has exited
     assert subprocess.run(["ip", "-n", netns, "link", "show", TAP], capture_output=True).returncode != 0
+
+
+def test_a_background_job_ending_mid_request_costs_no_bytes(netns: str) -> None:
+    """A background job that ends while the guest reads a request must not eat the request's first bytes.
+
+    The job outlives its command and is re-parented to PID 1. When the command loop was PID 1, the job's
+    SIGCHLD interrupted the loop's ``read``, which ash restarts from scratch: the guest answered the request's
+    tail as a request of its own, and the caller waited out its timeout (CI failed so, once in about 90
+    requests). Here the request is sent in two pieces with the job's end between them, every time.
+    """
+    with vm.Guest(TAP, addr="10.79.0.2/24", netns=netns) as g:
+        for i in range(3):
+            g.run("(usleep 300000 &)")  # an orphan that ends 0.3 s from now
+            n, line = g._request(f"echo {i}")
+            assert g._sock is not None
+            g._sock.sendall(line[:3])  # the loop's read has these and waits for the rest
+            time.sleep(0.6)
+            g._sock.sendall(line[3:])
+            assert g._answer(n, time.monotonic() + 10) == (0, f"{i}\n")
 
 
 def test_window_rates_and_share_within_tolerance() -> None:

@@ -49,7 +49,13 @@ mount -t devtmpfs dev /dev
 for m in $(cat /lib/paccp-modules); do insmod /lib/paccp-mod/$m.ko || echo "insmod $m failed"; done
 ip link set lo up
 stty -F /dev/ttyS1 raw -echo -onlcr
-exec /bin/sh /agent.sh </dev/ttyS1 >/dev/ttyS1 2>&1
+# The command loop is PID 1's child, not PID 1: a background job outlives the command that started it
+# and is re-parented to PID 1, whose shell catches SIGCHLD. In the loop's `read` that signal made ash
+# restart the read and drop the bytes of the request it had read so far.
+/bin/sh /agent.sh </dev/ttyS1 >/dev/ttyS1 2>&1 &
+agent=$!
+while kill -0 $agent 2>/dev/null; do wait $agent; done
+poweroff -f
 """
 
 AGENT = f"""echo {READY}

@@ -232,10 +232,17 @@ class Guest:
         """Run a shell script in the guest; its exit code and output (stdout + stderr)."""
         if self._sock is None:
             raise GuestError("the guest is not running")
+        n, line = self._request(script)
+        self._sock.sendall(line)
+        return self._answer(n, time.monotonic() + timeout)
+
+    def _request(self, script: str) -> tuple[int, bytes]:
+        """The next request's number and line: ``<id> <base64 script>``."""
         self._seq += 1
-        n = self._seq
-        self._sock.sendall(f"{n} ".encode() + base64.b64encode(script.encode()) + b"\n")
-        deadline = time.monotonic() + timeout
+        return self._seq, f"{self._seq} ".encode() + base64.b64encode(script.encode()) + b"\n"
+
+    def _answer(self, n: int, deadline: float) -> tuple[int, str]:
+        """Request ``n``'s exit code and output, read from the command channel."""
         self._read_until(f"@@B {n}\n".encode(), deadline, f"command {n}")
         body = self._read_until(f"@@E {n} ".encode(), deadline, f"command {n}")
         rc = self._read_until(b"\n", deadline, f"command {n}")
