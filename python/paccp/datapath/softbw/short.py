@@ -47,6 +47,7 @@ FLOOR = 0.01  # an idle VM's limit, as a fraction of the port
 SHARE = 0.45  # every VM's guarantee, as a fraction of the port
 BULK_FLOWS = (4, 8)  # VMs 2 and 3
 WARMUP_S = 2.0
+BULK_GRACE_S = 60.0  # how long the bulk flows may go on after the client's last flow started
 GAP_S = (0.1, 0.3)  # idle time before each short flow, uniform
 SCHEMES = ("softbw", "ratelimit", "fifo")
 PAPER_SPEEDUP = (2.8, 4.5)
@@ -249,8 +250,10 @@ def run_short(scheme: str, rate_bps: int, duration_s: float, size: int) -> dict[
             net.wait_listening("d", PORT, SHORT_PORT)
             if limiter is not None:
                 limiter.start()
+            # The bulk flows outlive the client (cleanup kills them): a short flow started near the end can
+            # wait out a 3 s SYN timeout, and a port left idle under it would read as an undriven port.
             for i, n in enumerate(BULK_FLOWS, start=2):
-                cmd = [SENDER, "10.61.0.2", str(PORT), str(n), str(WARMUP_S + duration_s + 2)]
+                cmd = [SENDER, "10.61.0.2", str(PORT), str(n), str(WARMUP_S + duration_s + BULK_GRACE_S)]
                 net.spawn(f"v{i}", ["python3", "-c", *cmd])
             time.sleep(WARMUP_S)
             cpu = CpuMeter()
@@ -280,7 +283,7 @@ def run_short(scheme: str, rate_bps: int, duration_s: float, size: int) -> dict[
     out["fct_ms"] = [round(x, 3) for x in fct]
     util = (p1 - p0) * 8 / dt / rate_bps
     v = judge({"port": util}, out["cpu_busy"], f"the {rate_bps / 1e6:g} Mbit/s host port")
-    out["link"] = {"utilisation": round(util, 3), "driven": v.driven, "line": v.line}
+    out["link"] = {"utilisation": round(util, 3), "driven": v.driven, "line": v.line, "window_s": round(dt, 3)}
     return out
 
 
