@@ -51,6 +51,8 @@ pub(crate) enum Ev {
     Stop { flow: u32 },
     /// A connection's `stop_ns`: its stream ends at the data handed out so far (`crate::sim::conn`).
     ConnStop { conn: u32 },
+    /// The host reopens the receive window it closed on a flow ([`crate::net::Qdisc::next_reopen`]).
+    HostWnd { flow: u32 },
 }
 
 /// A heap entry.

@@ -74,4 +74,5 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-fluid": {"fluid": False},
     "no-pool": {"pool": False},
     "no-split": {"split": False},
+    "no-turns": {"turns": False},
 }

@@ -86,6 +86,17 @@ pub trait Selector: std::fmt::Debug {
     ) -> Option<u64> {
         None
     }
+    /// After [`Selector::on_ack_in`]: a flow whose window the host closed (0) or will reopen, and
+    /// when it looks at it again, as a virtual switch sending its guest a window update would (the
+    /// engine then calls [`Selector::on_reopen`]); drained until `None` (the default).
+    fn next_reopen(&mut self) -> Option<(u32, u64)> {
+        None
+    }
+    /// The window (segments) the host gives `flow` at a time [`Selector::next_reopen`] named
+    /// (`None`: leave it).
+    fn on_reopen(&mut self, _flow: u32, _now_ps: u64) -> Option<u64> {
+        None
+    }
     /// Whether a new sub-queue may take over an empty queue slot of any VM (false, the default:
     /// slots are kept, for selectors with state per slot). A selector with a sub-queue per
     /// connection says true, so a host's slots stay as many as its queues with data at once, not
@@ -169,6 +180,18 @@ impl Selector for AnySelector {
         match self {
             AnySelector::RoundRobin(_) => None,
             AnySelector::Custom(s) => s.on_flow_start(q, flow, vm, now),
+        }
+    }
+    fn next_reopen(&mut self) -> Option<(u32, u64)> {
+        match self {
+            AnySelector::RoundRobin(_) => None,
+            AnySelector::Custom(s) => s.next_reopen(),
+        }
+    }
+    fn on_reopen(&mut self, flow: u32, now: u64) -> Option<u64> {
+        match self {
+            AnySelector::RoundRobin(_) => None,
+            AnySelector::Custom(s) => s.on_reopen(flow, now),
         }
     }
 }
@@ -307,6 +330,16 @@ impl Qdisc for PerVm {
     /// [`Selector::on_flow_start`] of its selector, with its queues.
     fn on_flow_start(&mut self, flow: u32, vm: u32, now: u64) -> Option<u64> {
         self.selector.on_flow_start(&self.queues, flow, vm, now)
+    }
+
+    /// [`Selector::next_reopen`] of its selector.
+    fn next_reopen(&mut self) -> Option<(u32, u64)> {
+        self.selector.next_reopen()
+    }
+
+    /// [`Selector::on_reopen`] of its selector.
+    fn on_reopen(&mut self, flow: u32, now: u64) -> Option<u64> {
+        self.selector.on_reopen(flow, now)
     }
 
     fn len(&self) -> usize {

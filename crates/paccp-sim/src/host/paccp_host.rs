@@ -78,6 +78,20 @@
 //!      live ones of its VM takes 1 / (n + 1) of their windows together and they keep n / (n + 1),
 //!      so opening one more connection does not add to the VM's window. (`split = false`, ablation:
 //!      it starts at their mean window; 24 connections joining one in slow start each added one.)
+//!    - **turns** (`turns = true`): a guest's window cannot go below one segment, so a VM with more
+//!      connections than its host-queue cap has segments would keep one segment of each waiting in
+//!      its host queue, n of them at its share: past its guests' minimum RTO (16 connections at 56
+//!      Mb/s: 3.4 ms), and a share that falls at a join makes that wait jump, which fires the timers
+//!      of RFC 6298 guests whose RTO has come down to their smoothed RTT. Then at most as many of
+//!      its connections as the cap has segments hold a window (one segment); an ACK of one of them
+//!      passes its turn to the VM's longest waiting connection, and it waits behind a zero window,
+//!      nothing in flight and no timer running, until a window update gives it its turn (a
+//!      virtual switch sending its guest a window update; [`Selector::next_reopen`]) or its
+//!      deadline (twice the VM's expected rotation) passes. A connection that starts while its
+//!      VM's host queue already holds `queue_ns` at the VM's share waits for its turn from its
+//!      start. (`turns = false`, ablation: on the unseen comparison file a silver VM with 16
+//!      connections dropped to 23-33 Mb/s of its 56 for 15 ms after a join, with 30-45 guest
+//!      timeouts and no loss.)
 //!    - a retransmission ends the connection's round at the next ACK even without an RTT sample (a
 //!      guest in loss recovery echoes old timestamps), and an ACK advances the law by at most the
 //!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
@@ -264,6 +278,10 @@ struct WindowCfg {
     /// A retransmission leaving the host ends the round as a loss: the window halves (false: the
     /// law sees delay only, ablation).
     loss: bool,
+    /// Connections take turns when their one-segment floors exceed the VM's host-queue cap (false:
+    /// all keep a segment in the host queue, ablation).
+    #[serde(default)]
+    turns: bool,
 }
 
 impl WindowCfg {
@@ -332,6 +350,8 @@ struct VmState {
     last_ack: u64,
     /// When a loss last halved its pooled connections.
     halved: u64,
+    /// Its connections waiting for their turn (`turns`), first come first served.
+    turns: std::collections::VecDeque<u32>,
 }
 
 /// Part 3's state of one connection.
@@ -377,6 +397,10 @@ struct ConnState {
     cap: f64,
     /// The earliest time the pacer lets its next segment leave (while its VM is paced).
     next_send: u64,
+    /// Waiting for its turn behind a zero window (`turns`), until this time at the latest.
+    waiting: Option<u64>,
+    /// When it last had an ACK or was given its turn.
+    moved: u64,
 }
 
 impl ConnState {
@@ -397,11 +421,27 @@ impl ConnState {
     /// It sent something within `idle_ps` beyond its expected gap (a paced connection sends a
     /// segment every 1 / W RTTs and is not idle in between).
     fn alive(&self, idle_ps: u64, now: u64) -> bool {
-        self.last_sent
-            .saturating_add(idle_ps)
-            .saturating_add(self.gap())
-            > now
+        self.waiting.is_some()
+            || self.moved.saturating_add(idle_ps) > now
+            || self
+                .last_sent
+                .saturating_add(idle_ps)
+                .saturating_add(self.gap())
+                > now
     }
+}
+
+/// What [`PaccpHost::take_turn`] needs of a VM's host-queue cap.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    /// The VM's live connections.
+    n: f64,
+    /// The segments its connections may have in its host queue together.
+    segs: f64,
+    /// The time its n segments take at its share (ps).
+    rotation_ps: u64,
+    /// An RTT beyond the host plus the host-queue wait (ps).
+    grace_ps: u64,
 }
 
 /// The selector of one host.
@@ -425,6 +465,12 @@ pub struct PaccpHost {
     opening: BTreeMap<u32, (u32, u64, u64)>,
     next_prune: u64,
     serving: Option<u32>,
+    /// (flow, when) the engine is to call [`Selector::on_reopen`] at (`turns`).
+    reopen: Vec<(u32, u64)>,
+    /// Connections given their turn whose window update is due.
+    turn_given: std::collections::BTreeSet<u32>,
+    /// Connections waiting for their turn from their start (no record yet): flow -> (VM, deadline).
+    open_waiting: BTreeMap<u32, (u32, u64)>,
 }
 
 impl PaccpHost {
@@ -444,6 +490,9 @@ impl PaccpHost {
             opening: BTreeMap::new(),
             next_prune: 0,
             serving: None,
+            reopen: Vec::new(),
+            turn_given: std::collections::BTreeSet::new(),
+            open_waiting: BTreeMap::new(),
         }
     }
 
@@ -459,6 +508,7 @@ impl PaccpHost {
             pace: None,
             last_ack: 0,
             halved: 0,
+            turns: std::collections::VecDeque::new(),
         })
     }
 
@@ -691,7 +741,134 @@ impl PaccpHost {
             self.halve(vm, r, idle, now);
         }
         self.set_pace(vm, theta, seg_bits, idle, now);
-        Some(whole.max(1.0) as u64)
+        let whole = whole.max(1.0) as u64;
+        if !f.turns {
+            return Some(whole);
+        }
+        let budget = Budget {
+            n,
+            segs: f.queue_cap().min(at_share),
+            rotation_ps: (n * seg_bits / share * PS_PER_S) as u64,
+            grace_ps: ((base_s + f.queue_ns as f64 / 1e9) * PS_PER_S) as u64,
+        };
+        Some(self.take_turn(vm, pkt.flow, budget, whole, idle, now))
+    }
+
+    /// Turns (`turns`): a guest's window cannot go below one segment, so a VM with more connections
+    /// than segments in its host-queue cap (`budget.segs`) would keep one segment of each waiting in
+    /// its host queue, n segments at its share (16 at 56 Mb/s: 3.4 ms), past its guests' minimum
+    /// RTO; and a share that falls at a join makes that wait jump, which fires the timers of guests
+    /// whose RTO has come down to their smoothed RTT (RFC 6298 with an RTT above the minimum). Then
+    /// at most as many of its connections as the cap has segments have a window (one segment each);
+    /// an ACK of one of them passes its turn to the VM's longest waiting connection, and it waits
+    /// behind a zero window, with nothing in flight and no timer running, until a window update
+    /// gives it its turn again (a virtual switch sending its guest a window update), or its
+    /// deadline (twice the VM's expected rotation) passes. Returns the window for `flow`.
+    fn take_turn(&mut self, vm: u32, flow: u32, b: Budget, whole: u64, idle: u64, now: u64) -> u64 {
+        let Some(c) = self.conns.get_mut(&flow) else {
+            return whole;
+        };
+        if c.waiting.is_some() {
+            return 0; // an ACK of what it had out before it began to wait
+        }
+        c.moved = now;
+        if b.n <= b.segs {
+            // the floors fit: whoever waits gets its turn
+            self.give_turns(vm, usize::MAX, now);
+            return whole;
+        }
+        let k = b.segs.floor().max(1.0) as usize;
+        // the VM's other connections holding a turn: a segment out beyond the host, or an ACK or
+        // a turn lately (its next segment is on its way)
+        // (and the connections with a window granted at their start and no record yet)
+        let opening = self
+            .opening
+            .iter()
+            .filter(|(id, (v, _, _))| *v == vm && !self.conns.contains_key(id))
+            .count();
+        let holding = self
+            .conns
+            .iter()
+            .filter(|(id, c)| {
+                c.vm == vm
+                    && **id != flow
+                    && c.waiting.is_none()
+                    && !self.opening.contains_key(id)
+                    && c.alive(idle, now)
+                    && (c.hi > c.una || now < c.moved.saturating_add(b.grace_ps))
+            })
+            .count()
+            + opening;
+        let queue = self.vms.get(&vm).map_or(0, |s| s.turns.len());
+        if holding < k && queue == 0 {
+            return whole;
+        }
+        let deadline = now
+            .saturating_add(b.rotation_ps.saturating_mul(2))
+            .saturating_add(b.grace_ps);
+        if let Some(c) = self.conns.get_mut(&flow) {
+            c.waiting = Some(deadline);
+        }
+        self.vm(vm, now).turns.push_back(flow);
+        self.reopen.push((flow, deadline));
+        self.give_turns(vm, k.saturating_sub(holding), now);
+        if self.turn_given.contains(&flow) {
+            // its own turn came straight back (no one else waited)
+            self.turn_given.remove(&flow);
+            return whole;
+        }
+        0
+    }
+
+    /// The segments granted at their start to VM `vm`'s connections not acknowledged yet.
+    fn granted(&self, vm: u32) -> u64 {
+        self.opening
+            .values()
+            .filter(|(v, _, _)| *v == vm)
+            .map(|(_, w, _)| w)
+            .sum()
+    }
+
+    /// VM `vm`'s port share (bit/s): its share in the last solve, or, not in it, its share in the
+    /// optimum of the VMs of the last solve and it.
+    fn share_estimate(&self, vm: u32) -> f64 {
+        if let Some(s) = self.vms.get(&vm).filter(|_| self.solved.contains(&vm)) {
+            return s.share_bps.max(1.0);
+        }
+        let mut ids = self.solved.clone();
+        ids.push(vm);
+        let pairs: Vec<Pair> = ids
+            .iter()
+            .map(|v| {
+                self.purchases.get(v).copied().unwrap_or(Pair {
+                    theta_bps: 0.0,
+                    omega: 1.0,
+                })
+            })
+            .collect();
+        let x = match self.p.alloc {
+            Alloc::Optimum => water_fill(self.port_bps, &pairs),
+            Alloc::Equal => vec![self.port_bps / ids.len() as f64; ids.len()],
+        };
+        x.last().copied().unwrap_or(self.port_bps).max(1.0)
+    }
+
+    /// Gives up to `m` of VM `vm`'s waiting connections their turn now, longest waiting first.
+    fn give_turns(&mut self, vm: u32, m: usize, now: u64) {
+        for _ in 0..m {
+            let Some(h) = self.vms.get_mut(&vm).and_then(|s| s.turns.pop_front()) else {
+                return;
+            };
+            if let Some(c) = self.conns.get_mut(&h) {
+                c.waiting = None;
+                c.moved = now;
+            } else if self.open_waiting.remove(&h).is_some() {
+                // a connection that waited from its start: its first segment is a grant
+                self.opening.insert(h, (vm, 1, now));
+            }
+            self.turn_given.insert(h);
+            self.reopen.push((h, now));
+        }
     }
 
     /// The law in time (`fluid`) after an ACK of connection `flow` of VM `vm`, `marked` or not:
@@ -969,6 +1146,8 @@ impl Selector for PaccpHost {
             used: false,
             cap: w0,
             next_send: 0,
+            waiting: None,
+            moved: now_ps,
         });
         // a segment below the highest sent is a retransmission: the guest lost one
         if known && pkt.seq < c.hi {
@@ -985,6 +1164,39 @@ impl Selector for PaccpHost {
     fn on_ack_in(&mut self, pkt: &Pkt, base_ps: u64, now_ps: u64) -> Option<u64> {
         let f = self.p.window?;
         self.window(f, pkt, base_ps, now_ps)
+    }
+
+    fn next_reopen(&mut self) -> Option<(u32, u64)> {
+        self.reopen.pop()
+    }
+
+    fn on_reopen(&mut self, flow: u32, now_ps: u64) -> Option<u64> {
+        if self.turn_given.remove(&flow) {
+            return Some(1);
+        }
+        // its deadline: still waiting, it gets its window back anyway
+        if let Some(&(vm, d)) = self.open_waiting.get(&flow) {
+            if d > now_ps {
+                return None;
+            }
+            self.open_waiting.remove(&flow);
+            if let Some(s) = self.vms.get_mut(&vm) {
+                s.turns.retain(|&h| h != flow);
+            }
+            self.opening.insert(flow, (vm, 1, now_ps));
+            return Some(1);
+        }
+        let c = self.conns.get_mut(&flow)?;
+        if c.waiting.is_none_or(|d| d > now_ps) {
+            return None;
+        }
+        c.waiting = None;
+        c.moved = now_ps;
+        let vm = c.vm;
+        if let Some(s) = self.vms.get_mut(&vm) {
+            s.turns.retain(|&h| h != flow);
+        }
+        Some(1)
     }
 
     fn wants_acks(&self) -> bool {
@@ -1029,13 +1241,26 @@ impl Selector for PaccpHost {
             .filter(|q| q.vm == vm && q.sub != ACK_SUB)
             .map(|q| q.fifo.len() as u64)
             .sum();
-        let opening: u64 = self
-            .opening
-            .values()
-            .filter(|(v, _, _)| *v == vm)
-            .map(|(_, w, _)| w)
-            .sum();
+        let opening = self.granted(vm);
         let share = f.queue_cap().floor() as u64;
+        if f.law && f.turns {
+            // turns from the start: a VM whose host queue already holds its `queue_ns` at its
+            // share (a first segment would wait past the guests' initial RTO behind it) opens the
+            // connection at a zero window, to wait for its turn
+            let x = self.share_estimate(vm);
+            let budget = (x * f.queue_ns as f64 / 1e9 / f.seg_bits()).max(1.0);
+            let held = waiting as f64;
+            if held >= budget {
+                let rotation = (held + 1.0) * f.seg_bits() / x * PS_PER_S;
+                let deadline = now_ps
+                    .saturating_add((2.0 * rotation) as u64)
+                    .saturating_add(f.queue_ns.saturating_mul(1000));
+                self.vm(vm, now_ps).turns.push_back(flow);
+                self.open_waiting.insert(flow, (vm, deadline));
+                self.reopen.push((flow, deadline));
+                return Some(0);
+            }
+        }
         let w = share.saturating_sub(waiting + opening).max(1);
         self.opening.insert(flow, (vm, w, now_ps));
         Some(w)

@@ -54,6 +54,17 @@ pub trait Qdisc: std::fmt::Debug {
     fn on_flow_start(&mut self, _flow: u32, _vm: u32, _now_ps: u64) -> Option<u64> {
         None
     }
+    /// After [`Qdisc::on_ack_in`]: a flow whose window the host closed (0) or will reopen, and when
+    /// it looks at it again (the engine then calls [`Qdisc::on_reopen`]); drained until `None` (the
+    /// default).
+    fn next_reopen(&mut self) -> Option<(u32, u64)> {
+        None
+    }
+    /// The window (segments) the host gives `flow` at a time [`Qdisc::next_reopen`] named (`None`:
+    /// leave it).
+    fn on_reopen(&mut self, _flow: u32, _now_ps: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// What a discipline yields when the serialiser is free.

@@ -312,6 +312,7 @@ impl Simulation {
                 flows[flow as usize].stop(flow, &mut cx);
             }
             Ev::ConnStop { conn } => self.conn_stop(conn),
+            Ev::HostWnd { flow } => self.host_window(flow),
         }
         self.settle_finished();
     }
@@ -359,6 +360,9 @@ impl Simulation {
             if let Some(q) = self.channels[first as usize].sched.as_deref_mut() {
                 if let Some(w) = q.on_ack_in(&pkt, base, self.q.now) {
                     self.flows[pkt.flow as usize].snd.host_wnd = w;
+                }
+                while let Some((flow, at)) = q.next_reopen() {
+                    self.q.schedule(at, Ev::HostWnd { flow });
                 }
             }
         }
@@ -482,6 +486,24 @@ impl Simulation {
             conn::push_of(&mut self.conns, flows, &mut cx, flow);
         }
         self.settle_finished();
+    }
+
+    /// The sender's host reopens the window it closed on `flow` (a window update to its guest).
+    fn host_window(&mut self, flow: u32) {
+        let first = self.routes[self.flows[flow as usize].info.route_data as usize];
+        let Some(q) = self.channels[first as usize].sched.as_deref_mut() else {
+            return;
+        };
+        let Some(w) = q.on_reopen(flow, self.q.now) else {
+            return;
+        };
+        let (flows, mut cx) = ctx!(self);
+        let f = &mut flows[flow as usize];
+        f.snd.host_wnd = w;
+        if f.info.finished.is_none() {
+            f.try_send(flow, &mut cx);
+        }
+        conn::push_of(&mut self.conns, flows, &mut cx, flow);
     }
 
     /// Updates the VMs of the flows that finished in the last handler.

@@ -31,6 +31,9 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
                           # (false: each connection its own ACKs, ablation)
     split = true          # a connection joining live ones of its VM splits the VM's window (false:
                           # it starts at their mean window, adding to the VM's, ablation)
+    turns = true          # a VM with more connections than its host-queue cap has segments: they take
+                          # turns, the waiting ones behind a zero window that a window update reopens
+                          # (false: each keeps a segment waiting in the host queue, ablation)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
@@ -69,6 +72,7 @@ class PaccpHost(_M):
     fluid: bool = True
     pool: bool = True
     split: bool = True
+    turns: bool = True
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
@@ -112,6 +116,7 @@ class PaccpHost(_M):
                 "fluid": self.fluid,
                 "pool": self.pool,
                 "split": self.split,
+                "turns": self.turns,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}

@@ -3,7 +3,7 @@ use super::*;
 use crate::config::BufCfg;
 use crate::host::PerVm;
 use crate::net::qdisc::tests::pkt;
-use crate::net::qdisc::{Pop, Qdisc};
+use crate::net::qdisc::{Fifo, Pop, Qdisc};
 use serde_json::json;
 
 fn pairs(v: &[(f64, f64)]) -> Vec<Pair> {
@@ -672,4 +672,119 @@ fn windowed_cap_off() -> PaccpHost {
     let mut h = windowed(0, 1.0, true);
     h.p.window = None;
     h
+}
+
+/// [`windowed`] with the law, a host-queue wait of `queue_ns` and turns on or off.
+fn windowed_turns(queue_ns: u64, turns: bool) -> PaccpHost {
+    let mut h = windowed(0, 1.0, true);
+    if let Some(f) = h.p.window.as_mut() {
+        f.queue_ns = queue_ns;
+        f.turns = turns;
+    }
+    h
+}
+
+/// The engine's side of a window update: what [`Selector::next_reopen`] lists now.
+fn reopens(h: &mut PaccpHost) -> Vec<(u32, u64)> {
+    std::iter::from_fn(|| h.next_reopen()).collect()
+}
+
+#[test]
+fn more_connections_than_the_vms_host_queue_holds_take_turns() {
+    // 1 Gb/s over 40 us + 50 us: 7.5 segments; 16 connections, each with a segment out beyond the
+    // host when its ACK comes: the first 7 keep a window, the 9 others wait behind a zero window
+    let mut h = windowed_turns(50_000, true);
+    let mut t = 0;
+    let w: Vec<u64> = (0..16u32)
+        .map(|f| {
+            t += 1_000_000;
+            round_trip_with(&mut h, f, 0, t, 40_000_000, 1)
+        })
+        .collect();
+    assert!(
+        w[..7].iter().all(|&x| x >= 1) && w[7..].iter().all(|&x| x == 0),
+        "{w:?}"
+    );
+    let now = t + 40_000_000;
+    let waiting = reopens(&mut h);
+    assert_eq!(waiting.len(), 9, "{waiting:?}"); // each with its deadline
+    assert!(waiting.iter().all(|&(_, at)| at > now), "{waiting:?}");
+    // an ACK of an open connection passes its turn to the longest waiting one (7), now
+    let at = now + 1_000_000;
+    assert_eq!(
+        round_trip_with(&mut h, 0, 1, at - 40_000_000, 40_000_000, 1),
+        0
+    );
+    let r = reopens(&mut h);
+    assert!(
+        r.contains(&(7, at)) && r.iter().any(|&(f, d)| f == 0 && d > at),
+        "{r:?}"
+    );
+    assert_eq!(h.on_reopen(7, at), Some(1));
+    assert_eq!(h.on_reopen(7, at), None); // once
+    assert_eq!(h.on_reopen(0, at), None); // before its deadline
+                                          // a waiting connection is not idle: 5 ms later it is still known, and its deadline reopens it
+    let (_, d0) = *r.iter().find(|&&(f, _)| f == 0).expect("0 waits");
+    round_trip_with(&mut h, 1, 1, at + 5_000_000_000, 40_000_000, 1);
+    assert!(h.conns.contains_key(&0) && h.conns[&0].waiting.is_some());
+    assert_eq!(h.on_reopen(0, d0), Some(1));
+    assert!(h.conns[&0].waiting.is_none());
+    // turns off (ablation): every connection keeps a segment's window
+    let mut h = windowed_turns(50_000, false);
+    let w: Vec<u64> = (0..16u32)
+        .map(|f| round_trip_with(&mut h, f, 0, u64::from(f + 1) * 1_000_000, 40_000_000, 1))
+        .collect();
+    assert!(
+        w.iter().all(|&x| x >= 1) && reopens(&mut h).is_empty(),
+        "{w:?}"
+    );
+}
+
+/// VM `vm`'s host queue with `n` of its data packets waiting.
+fn waiting(vm: u32, n: usize) -> Vec<VmQueue> {
+    let mut fifo = Fifo::new(BufCfg::Packets(100));
+    for _ in 0..n {
+        fifo.push(pkt(0, 0, 1500));
+    }
+    vec![VmQueue { vm, sub: 0, fifo }]
+}
+
+#[test]
+fn a_connection_opening_behind_a_full_budget_waits_for_its_turn() {
+    // 1 Gb/s x 50 us: the VM's budget is 4.2 segments of its host queue. With 5 of its packets
+    // waiting there, a connection opens at a zero window (its first segment would wait past the
+    // guest's initial RTO behind them), with a deadline
+    let mut h = windowed_turns(50_000, true);
+    assert_eq!(h.on_flow_start(&waiting(0, 5), 1, 0, 1_000), Some(0));
+    assert_eq!(h.on_flow_start(&waiting(0, 5), 2, 0, 2_000), Some(0));
+    let r = reopens(&mut h);
+    assert!(r.len() == 2 && r.iter().all(|&(_, d)| d > 2_000), "{r:?}");
+    // below the budget, and another VM's queue: the packet rule (90 less what waits)
+    assert_eq!(h.on_flow_start(&waiting(0, 4), 3, 0, 2_000), Some(86));
+    assert_eq!(h.on_flow_start(&waiting(0, 5), 4, 1, 2_000), Some(90));
+    assert_eq!(h.on_reopen(1, 3_000), None); // not its turn yet
+                                             // an ACK of the VM's connection (its window fits the budget): the waiting ones get their turn,
+                                             // first come first served, each a grant of one segment
+    let t = 10_000_000;
+    round_trip(&mut h, 0, 0, t, 40_000_000);
+    let now = t + 40_000_000;
+    let r = reopens(&mut h);
+    assert!(r.contains(&(1, now)) && r.contains(&(2, now)), "{r:?}");
+    assert_eq!(
+        (h.on_reopen(1, now), h.on_reopen(2, now)),
+        (Some(1), Some(1))
+    );
+    assert_eq!(h.on_reopen(1, now), None); // once
+    assert_eq!(h.opening.get(&1).map(|g| g.1), Some(1));
+    // no ACK comes: the deadline opens a waiting connection
+    assert_eq!(h.on_flow_start(&waiting(0, 5), 5, 0, now), Some(0));
+    let (f, d) = reopens(&mut h)[0];
+    assert_eq!(
+        (f, h.on_reopen(5, d - 1), h.on_reopen(5, d)),
+        (5, None, Some(1))
+    );
+    assert!(!h.open_waiting.contains_key(&5) && !h.vms[&0].turns.contains(&5));
+    // turns off: the packet rule alone
+    let mut h = windowed_turns(50_000, false);
+    assert_eq!(h.on_flow_start(&waiting(0, 5), 1, 0, 0), Some(85));
 }
