@@ -401,6 +401,8 @@ struct ConnState {
     waiting: Option<u64>,
     /// When it last had an ACK or was given its turn.
     moved: u64,
+    /// When it was last given its turn (0: never); it is live from then on, before it sends.
+    turn_at: u64,
 }
 
 impl ConnState {
@@ -422,7 +424,7 @@ impl ConnState {
     /// segment every 1 / W RTTs and is not idle in between).
     fn alive(&self, idle_ps: u64, now: u64) -> bool {
         self.waiting.is_some()
-            || self.moved.saturating_add(idle_ps) > now
+            || (self.turn_at > 0 && self.turn_at.saturating_add(idle_ps) > now)
             || self
                 .last_sent
                 .saturating_add(idle_ps)
@@ -862,6 +864,7 @@ impl PaccpHost {
             if let Some(c) = self.conns.get_mut(&h) {
                 c.waiting = None;
                 c.moved = now;
+                c.turn_at = now;
             } else if self.open_waiting.remove(&h).is_some() {
                 // a connection that waited from its start: its first segment is a grant
                 self.opening.insert(h, (vm, 1, now));
@@ -1148,6 +1151,7 @@ impl Selector for PaccpHost {
             next_send: 0,
             waiting: None,
             moved: now_ps,
+            turn_at: 0,
         });
         // a segment below the highest sent is a retransmission: the guest lost one
         if known && pkt.seq < c.hi {
@@ -1192,6 +1196,7 @@ impl Selector for PaccpHost {
         }
         c.waiting = None;
         c.moved = now_ps;
+        c.turn_at = now_ps;
         let vm = c.vm;
         if let Some(s) = self.vms.get_mut(&vm) {
             s.turns.retain(|&h| h != flow);
