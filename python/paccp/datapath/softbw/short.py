@@ -283,7 +283,12 @@ def run_short(scheme: str, rate_bps: int, duration_s: float, size: int) -> dict[
     out["fct_ms"] = [round(x, 3) for x in fct]
     util = (p1 - p0) * 8 / dt / rate_bps
     v = judge({"port": util}, out["cpu_busy"], f"the {rate_bps / 1e6:g} Mbit/s host port")
-    out["link"] = {"utilisation": round(util, 3), "driven": v.driven, "line": v.line, "window_s": round(dt, 3)}
+    out["link"] = {
+        "utilisation": round(util, 3),
+        "driven": v.driven,
+        "line": v.line,
+        "window_s": round(dt, 3),
+    }
     return out
 
 
