@@ -83,8 +83,10 @@
 //!      its host queue, n of them at its share: past its guests' minimum RTO (16 connections at 56
 //!      Mb/s: 3.4 ms), and a share that falls at a join makes that wait jump, which fires the timers
 //!      of RFC 6298 guests whose RTO has come down to their smoothed RTT. Then at most as many of
-//!      its connections as the cap has segments hold a window (one segment); an ACK of one of them
-//!      passes its turn to the VM's longest waiting connection, and it waits behind a zero window,
+//!      its connections as the cap has segments hold a place in its host queue (an ACK or a turn
+//!      lately and no segment left the host since; a segment out beyond the host holds none); an
+//!      ACK when the places are taken passes its turn to the VM's longest waiting connection, and
+//!      it waits behind a zero window,
 //!      nothing in flight and no timer running, until a window update gives it its turn (a
 //!      virtual switch sending its guest a window update; [`Selector::next_reopen`]) or its
 //!      deadline (twice the VM's expected rotation) passes. A connection that starts while its
@@ -780,9 +782,11 @@ impl PaccpHost {
             return whole;
         }
         let k = b.segs.floor().max(1.0) as usize;
-        // the VM's other connections holding a turn: a segment out beyond the host, or an ACK or
-        // a turn lately (its next segment is on its way)
-        // (and the connections with a window granted at their start and no record yet)
+        // the VM's other connections holding a turn: an ACK or a turn lately and no segment left
+        // the host since (its next segment waits in the host queue or is on its way there; one
+        // out beyond the host holds no place in the VM's host queue, and at a congested receiver
+        // it would hold a turn for many RTTs), and the connections with a window granted at their
+        // start and no record yet
         let opening = self
             .opening
             .iter()
@@ -797,7 +801,8 @@ impl PaccpHost {
                     && c.waiting.is_none()
                     && !self.opening.contains_key(id)
                     && c.alive(idle, now)
-                    && (c.hi > c.una || now < c.moved.saturating_add(b.grace_ps))
+                    && c.last_sent < c.moved
+                    && now < c.moved.saturating_add(b.grace_ps)
             })
             .count()
             + opening;

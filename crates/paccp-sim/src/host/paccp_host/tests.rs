@@ -689,32 +689,51 @@ fn reopens(h: &mut PaccpHost) -> Vec<(u32, u64)> {
     std::iter::from_fn(|| h.next_reopen()).collect()
 }
 
+/// Segment `seq` of flow `flow` (VM 0), sent by its guest at `t`, leaves the host at `t`.
+fn send(h: &mut PaccpHost, flow: u32, seq: u64, t: u64) {
+    let mut p = pkt(flow, 0, 1500);
+    p.seq = seq;
+    p.ts = t;
+    h.serving = Some(0);
+    h.on_dequeue(0, &p, t);
+}
+
+/// The ACK of segment `seq` of flow `flow` sent at `ts` reaches the host at `now`: the window imposed.
+fn ack(h: &mut PaccpHost, flow: u32, seq: u64, ts: u64, now: u64) -> u64 {
+    let mut a = pkt(flow, 0, 1500);
+    a.is_ack = true;
+    a.seq = seq + 1;
+    a.ts = ts;
+    h.on_ack_in(&a, 40_000_000, now)
+        .expect("a known connection")
+}
+
 #[test]
 fn more_connections_than_the_vms_host_queue_holds_take_turns() {
-    // 1 Gb/s over 40 us + 50 us: 7.5 segments; 16 connections, each with a segment out beyond the
-    // host when its ACK comes: the first 7 keep a window, the 9 others wait behind a zero window
+    // 1 Gb/s over 40 us + 50 us: 7.5 segments. 16 connections send a segment each, 1 us apart, and
+    // their ACKs come 40 us later: a connection whose ACK came and whose next segment has not left
+    // the host holds a place in the VM's host queue, so the first 7 keep a window and the 9 others
+    // wait behind a zero window
+    let us = 1_000_000u64;
     let mut h = windowed_turns(50_000, true);
-    let mut t = 0;
+    for f in 0..16u32 {
+        send(&mut h, f, 0, u64::from(f) * us);
+    }
     let w: Vec<u64> = (0..16u32)
-        .map(|f| {
-            t += 1_000_000;
-            round_trip_with(&mut h, f, 0, t, 40_000_000, 1)
-        })
+        .map(|f| ack(&mut h, f, 0, u64::from(f) * us, (40 + u64::from(f)) * us))
         .collect();
     assert!(
         w[..7].iter().all(|&x| x >= 1) && w[7..].iter().all(|&x| x == 0),
         "{w:?}"
     );
-    let now = t + 40_000_000;
     let waiting = reopens(&mut h);
     assert_eq!(waiting.len(), 9, "{waiting:?}"); // each with its deadline
-    assert!(waiting.iter().all(|&(_, at)| at > now), "{waiting:?}");
-    // an ACK of an open connection passes its turn to the longest waiting one (7), now
-    let at = now + 1_000_000;
-    assert_eq!(
-        round_trip_with(&mut h, 0, 1, at - 40_000_000, 40_000_000, 1),
-        0
-    );
+    assert!(waiting.iter().all(|&(_, at)| at > 55 * us), "{waiting:?}");
+    // connection 0's next segment leaves and its ACK comes while 1-6 still hold their places: it
+    // passes its turn to the longest waiting connection (7), now, and waits
+    send(&mut h, 0, 1, 60 * us);
+    let at = 100 * us;
+    assert_eq!(ack(&mut h, 0, 1, 60 * us, at), 0);
     let r = reopens(&mut h);
     assert!(
         r.contains(&(7, at)) && r.iter().any(|&(f, d)| f == 0 && d > at),
@@ -725,14 +744,25 @@ fn more_connections_than_the_vms_host_queue_holds_take_turns() {
     assert_eq!(h.on_reopen(0, at), None); // before its deadline
                                           // a waiting connection is not idle: 5 ms later it is still known, and its deadline reopens it
     let (_, d0) = *r.iter().find(|&&(f, _)| f == 0).expect("0 waits");
-    round_trip_with(&mut h, 1, 1, at + 5_000_000_000, 40_000_000, 1);
+    send(&mut h, 1, 1, 5_000 * us);
+    ack(&mut h, 1, 1, 5_000 * us, 5_040 * us);
     assert!(h.conns.contains_key(&0) && h.conns[&0].waiting.is_some());
     assert_eq!(h.on_reopen(0, d0), Some(1));
     assert!(h.conns[&0].waiting.is_none());
+    // a segment out beyond the host holds no place there: connections whose segments left and whose
+    // ACKs have not come back (a congested receiver) do not make a new one wait
+    let mut h = windowed_turns(50_000, true);
+    for f in 0..16u32 {
+        send(&mut h, f, 0, u64::from(f) * us);
+    }
+    assert!(ack(&mut h, 15, 0, 15 * us, 55 * us) >= 1);
     // turns off (ablation): every connection keeps a segment's window
     let mut h = windowed_turns(50_000, false);
+    for f in 0..16u32 {
+        send(&mut h, f, 0, u64::from(f) * us);
+    }
     let w: Vec<u64> = (0..16u32)
-        .map(|f| round_trip_with(&mut h, f, 0, u64::from(f + 1) * 1_000_000, 40_000_000, 1))
+        .map(|f| ack(&mut h, f, 0, u64::from(f) * us, (40 + u64::from(f)) * us))
         .collect();
     assert!(
         w.iter().all(|&x| x >= 1) && reopens(&mut h).is_empty(),
