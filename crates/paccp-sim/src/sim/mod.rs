@@ -271,13 +271,8 @@ impl Simulation {
             }
             Ev::NicRoom { ch } => self.nic_room_freed(ch),
             Ev::FqRoom { flow } => {
-                let (flows, mut cx) = ctx!(self);
-                let f = &mut flows[flow as usize];
-                f.snd.fq_wake = false;
-                if f.info.finished.is_none() {
-                    f.try_send(flow, &mut cx);
-                }
-                conn::push_of(&mut self.conns, flows, &mut cx, flow);
+                self.flows[flow as usize].snd.fq_wake = false;
+                self.kick(flow);
             }
             Ev::FlowStart { flow } => self.start_flow(flow),
             Ev::Rto { flow } => {
@@ -497,9 +492,14 @@ impl Simulation {
         let Some(w) = q.on_reopen(flow, self.q.now) else {
             return;
         };
+        self.flows[flow as usize].snd.host_wnd = w;
+        self.kick(flow);
+    }
+
+    /// `flow`'s sender may send again (room in its NIC queue, a window its host opened).
+    fn kick(&mut self, flow: u32) {
         let (flows, mut cx) = ctx!(self);
         let f = &mut flows[flow as usize];
-        f.snd.host_wnd = w;
         if f.info.finished.is_none() {
             f.try_send(flow, &mut cx);
         }

@@ -708,6 +708,19 @@ fn ack(h: &mut PaccpHost, flow: u32, seq: u64, ts: u64, now: u64) -> u64 {
         .expect("a known connection")
 }
 
+/// 16 connections of VM 0 send a segment each, 1 us apart; with `acks`, their ACKs come 40 us later:
+/// the windows imposed.
+fn sixteen(h: &mut PaccpHost, acks: bool) -> Vec<u64> {
+    let us = 1_000_000u64;
+    for f in 0..16u32 {
+        send(h, f, 0, u64::from(f) * us);
+    }
+    (0..16u32)
+        .filter(|_| acks)
+        .map(|f| ack(h, f, 0, u64::from(f) * us, (40 + u64::from(f)) * us))
+        .collect()
+}
+
 #[test]
 fn more_connections_than_the_vms_host_queue_holds_take_turns() {
     // 1 Gb/s over 40 us + 50 us: 7.5 segments. 16 connections send a segment each, 1 us apart, and
@@ -716,12 +729,7 @@ fn more_connections_than_the_vms_host_queue_holds_take_turns() {
     // wait behind a zero window
     let us = 1_000_000u64;
     let mut h = windowed_turns(50_000, true);
-    for f in 0..16u32 {
-        send(&mut h, f, 0, u64::from(f) * us);
-    }
-    let w: Vec<u64> = (0..16u32)
-        .map(|f| ack(&mut h, f, 0, u64::from(f) * us, (40 + u64::from(f)) * us))
-        .collect();
+    let w = sixteen(&mut h, true);
     assert!(
         w[..7].iter().all(|&x| x >= 1) && w[7..].iter().all(|&x| x == 0),
         "{w:?}"
@@ -740,9 +748,10 @@ fn more_connections_than_the_vms_host_queue_holds_take_turns() {
         "{r:?}"
     );
     assert_eq!(h.on_reopen(7, at), Some(1));
-    assert_eq!(h.on_reopen(7, at), None); // once
-    assert_eq!(h.on_reopen(0, at), None); // before its deadline
-                                          // a waiting connection is not idle: 5 ms later it is still known, and its deadline reopens it
+    // once; not before its deadline
+    assert_eq!(h.on_reopen(7, at), None);
+    assert_eq!(h.on_reopen(0, at), None);
+    // a waiting connection is not idle: 5 ms later it is still known, and its deadline reopens it
     let (_, d0) = *r.iter().find(|&&(f, _)| f == 0).expect("0 waits");
     send(&mut h, 1, 1, 5_000 * us);
     ack(&mut h, 1, 1, 5_000 * us, 5_040 * us);
@@ -752,18 +761,11 @@ fn more_connections_than_the_vms_host_queue_holds_take_turns() {
     // a segment out beyond the host holds no place there: connections whose segments left and whose
     // ACKs have not come back (a congested receiver) do not make a new one wait
     let mut h = windowed_turns(50_000, true);
-    for f in 0..16u32 {
-        send(&mut h, f, 0, u64::from(f) * us);
-    }
+    sixteen(&mut h, false);
     assert!(ack(&mut h, 15, 0, 15 * us, 55 * us) >= 1);
     // turns off (ablation): every connection keeps a segment's window
     let mut h = windowed_turns(50_000, false);
-    for f in 0..16u32 {
-        send(&mut h, f, 0, u64::from(f) * us);
-    }
-    let w: Vec<u64> = (0..16u32)
-        .map(|f| ack(&mut h, f, 0, u64::from(f) * us, (40 + u64::from(f)) * us))
-        .collect();
+    let w = sixteen(&mut h, true);
     assert!(
         w.iter().all(|&x| x >= 1) && reopens(&mut h).is_empty(),
         "{w:?}"
