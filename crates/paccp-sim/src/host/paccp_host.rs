@@ -86,10 +86,9 @@
 //!      its connections as the cap has segments hold a place in its host queue (an ACK or a turn
 //!      lately and no segment left the host since; a segment out beyond the host holds none); an
 //!      ACK when the places are taken passes its turn to the VM's longest waiting connection, and
-//!      it waits behind a zero window,
-//!      nothing in flight and no timer running, until a window update gives it its turn (a
-//!      virtual switch sending its guest a window update; [`Selector::next_reopen`]) or its
-//!      deadline (twice the VM's expected rotation) passes. A connection that starts while its
+//!      it waits behind a zero window, nothing in flight and no timer running, until a window
+//!      update gives it its turn (a virtual switch sending its guest a window update;
+//!      [`Selector::next_reopen`]) or its deadline (twice the VM's expected rotation) passes. A connection that starts while its
 //!      VM's host queue already holds `queue_ns` at the VM's share waits for its turn from its
 //!      start. (`turns = false`, ablation: on the unseen comparison file a silver VM with 16
 //!      connections dropped to 23-33 Mb/s of its 56 for 15 ms after a join, with 30-45 guest
@@ -500,11 +499,24 @@ impl PaccpHost {
         }
     }
 
-    fn vm(&mut self, vm: u32, now: u64) -> &mut VmState {
-        let pair = self.purchases.get(&vm).copied().unwrap_or(Pair {
+    /// VM `vm`'s purchase ((0, 1) if it bought none).
+    fn pair(&self, vm: u32) -> Pair {
+        self.purchases.get(&vm).copied().unwrap_or(Pair {
             theta_bps: 0.0,
             omega: 1.0,
-        });
+        })
+    }
+
+    /// The port's split among VMs with purchases `pairs` (`alloc`).
+    fn shares(&self, pairs: &[Pair]) -> Vec<f64> {
+        match self.p.alloc {
+            Alloc::Optimum => water_fill(self.port_bps, pairs),
+            Alloc::Equal => vec![self.port_bps / pairs.len().max(1) as f64; pairs.len()],
+        }
+    }
+
+    fn vm(&mut self, vm: u32, now: u64) -> &mut VmState {
+        let pair = self.pair(vm);
         self.vms.entry(vm).or_insert_with(|| VmState {
             pair,
             share_bps: 0.0,
@@ -534,10 +546,7 @@ impl PaccpHost {
             return;
         }
         let pairs: Vec<Pair> = active.iter().map(|v| self.vms[v].pair).collect();
-        let shares = match self.p.alloc {
-            Alloc::Optimum => water_fill(self.port_bps, &pairs),
-            Alloc::Equal => vec![self.port_bps / active.len().max(1) as f64; active.len()],
-        };
+        let shares = self.shares(&pairs);
         for (v, x) in active.iter().zip(shares) {
             if let Some(s) = self.vms.get_mut(v) {
                 s.share_bps = x.max(1.0);
@@ -758,16 +767,11 @@ impl PaccpHost {
         Some(self.take_turn(vm, pkt.flow, budget, whole, idle, now))
     }
 
-    /// Turns (`turns`): a guest's window cannot go below one segment, so a VM with more connections
-    /// than segments in its host-queue cap (`budget.segs`) would keep one segment of each waiting in
-    /// its host queue, n segments at its share (16 at 56 Mb/s: 3.4 ms), past its guests' minimum
-    /// RTO; and a share that falls at a join makes that wait jump, which fires the timers of guests
-    /// whose RTO has come down to their smoothed RTT (RFC 6298 with an RTT above the minimum). Then
-    /// at most as many of its connections as the cap has segments have a window (one segment each);
-    /// an ACK of one of them passes its turn to the VM's longest waiting connection, and it waits
-    /// behind a zero window, with nothing in flight and no timer running, until a window update
-    /// gives it its turn again (a virtual switch sending its guest a window update), or its
-    /// deadline (twice the VM's expected rotation) passes. Returns the window for `flow`.
+    /// Turns (`turns`, module docstring) at an ACK of connection `flow` of VM `vm`: while the VM's
+    /// live connections outnumber the segments of its host-queue cap (`b.segs`), the ACK keeps
+    /// `flow`'s window `whole` only if a place is free (fewer than that many of the VM's other
+    /// connections hold one) and no one waits; else `flow` waits (window 0) and the free places go
+    /// to the longest waiting connections. Returns the window for `flow`.
     fn take_turn(&mut self, vm: u32, flow: u32, b: Budget, whole: u64, idle: u64, now: u64) -> u64 {
         let Some(c) = self.conns.get_mut(&flow) else {
             return whole;
@@ -813,11 +817,7 @@ impl PaccpHost {
         let deadline = now
             .saturating_add(b.rotation_ps.saturating_mul(2))
             .saturating_add(b.grace_ps);
-        if let Some(c) = self.conns.get_mut(&flow) {
-            c.waiting = Some(deadline);
-        }
-        self.vm(vm, now).turns.push_back(flow);
-        self.reopen.push((flow, deadline));
+        self.wait_turn(vm, flow, deadline, now);
         self.give_turns(vm, k.saturating_sub(holding), now);
         if self.turn_given.contains(&flow) {
             // its own turn came straight back (no one else waited)
@@ -842,21 +842,13 @@ impl PaccpHost {
         if let Some(s) = self.vms.get(&vm).filter(|_| self.solved.contains(&vm)) {
             return s.share_bps.max(1.0);
         }
-        let mut ids = self.solved.clone();
-        ids.push(vm);
-        let pairs: Vec<Pair> = ids
+        let pairs: Vec<Pair> = self
+            .solved
             .iter()
-            .map(|v| {
-                self.purchases.get(v).copied().unwrap_or(Pair {
-                    theta_bps: 0.0,
-                    omega: 1.0,
-                })
-            })
+            .chain([&vm])
+            .map(|&v| self.pair(v))
             .collect();
-        let x = match self.p.alloc {
-            Alloc::Optimum => water_fill(self.port_bps, &pairs),
-            Alloc::Equal => vec![self.port_bps / ids.len() as f64; ids.len()],
-        };
+        let x = self.shares(&pairs);
         x.last().copied().unwrap_or(self.port_bps).max(1.0)
     }
 
@@ -866,16 +858,35 @@ impl PaccpHost {
             let Some(h) = self.vms.get_mut(&vm).and_then(|s| s.turns.pop_front()) else {
                 return;
             };
-            if let Some(c) = self.conns.get_mut(&h) {
-                c.waiting = None;
-                c.moved = now;
-                c.turn_at = now;
-            } else if self.open_waiting.remove(&h).is_some() {
-                // a connection that waited from its start: its first segment is a grant
-                self.opening.insert(h, (vm, 1, now));
-            }
+            self.end_wait(vm, h, now);
             self.turn_given.insert(h);
             self.reopen.push((h, now));
+        }
+    }
+
+    /// Connection `flow` of VM `vm` waits for its turn behind a zero window, until `deadline` at
+    /// the latest (the engine looks at it again then).
+    fn wait_turn(&mut self, vm: u32, flow: u32, deadline: u64, now: u64) {
+        match self.conns.get_mut(&flow) {
+            Some(c) => c.waiting = Some(deadline),
+            // waiting from its start, before it has a record
+            None => {
+                self.open_waiting.insert(flow, (vm, deadline));
+            }
+        }
+        self.vm(vm, now).turns.push_back(flow);
+        self.reopen.push((flow, deadline));
+    }
+
+    /// Connection `flow` of VM `vm` stops waiting at `now`: its window opens (one segment).
+    fn end_wait(&mut self, vm: u32, flow: u32, now: u64) {
+        if let Some(c) = self.conns.get_mut(&flow) {
+            c.waiting = None;
+            c.moved = now;
+            c.turn_at = now;
+        } else if self.open_waiting.remove(&flow).is_some() {
+            // a connection that waited from its start: its first segment is a grant
+            self.opening.insert(flow, (vm, 1, now));
         }
     }
 
@@ -1184,28 +1195,20 @@ impl Selector for PaccpHost {
             return Some(1);
         }
         // its deadline: still waiting, it gets its window back anyway
-        if let Some(&(vm, d)) = self.open_waiting.get(&flow) {
-            if d > now_ps {
-                return None;
+        let (vm, deadline) = match self.open_waiting.get(&flow) {
+            Some(&w) => w,
+            None => {
+                let c = self.conns.get(&flow)?;
+                (c.vm, c.waiting?)
             }
-            self.open_waiting.remove(&flow);
-            if let Some(s) = self.vms.get_mut(&vm) {
-                s.turns.retain(|&h| h != flow);
-            }
-            self.opening.insert(flow, (vm, 1, now_ps));
-            return Some(1);
-        }
-        let c = self.conns.get_mut(&flow)?;
-        if c.waiting.is_none_or(|d| d > now_ps) {
+        };
+        if deadline > now_ps {
             return None;
         }
-        c.waiting = None;
-        c.moved = now_ps;
-        c.turn_at = now_ps;
-        let vm = c.vm;
         if let Some(s) = self.vms.get_mut(&vm) {
             s.turns.retain(|&h| h != flow);
         }
+        self.end_wait(vm, flow, now_ps);
         Some(1)
     }
 
@@ -1265,9 +1268,7 @@ impl Selector for PaccpHost {
                 let deadline = now_ps
                     .saturating_add((2.0 * rotation) as u64)
                     .saturating_add(f.queue_ns.saturating_mul(1000));
-                self.vm(vm, now_ps).turns.push_back(flow);
-                self.open_waiting.insert(flow, (vm, deadline));
-                self.reopen.push((flow, deadline));
+                self.wait_turn(vm, flow, deadline, now_ps);
                 return Some(0);
             }
         }
