@@ -86,6 +86,10 @@ pub trait Selector: std::fmt::Debug {
     ) -> Option<u64> {
         None
     }
+    /// A flow of this host ended (its last byte acknowledged; a virtual switch sees the
+    /// connection's FIN): forget it (the default: nothing). Called only when
+    /// [`Selector::wants_acks`] says so.
+    fn on_flow_end(&mut self, _flow: u32, _now_ps: u64) {}
     /// After [`Selector::on_ack_in`]: a flow whose window the host closed (0) or will reopen, and
     /// when it looks at it again, as a virtual switch sending its guest a window update would (the
     /// engine then calls [`Selector::on_reopen`]); drained until `None` (the default).
@@ -180,6 +184,11 @@ impl Selector for AnySelector {
         match self {
             AnySelector::RoundRobin(_) => None,
             AnySelector::Custom(s) => s.on_flow_start(q, flow, vm, now),
+        }
+    }
+    fn on_flow_end(&mut self, flow: u32, now: u64) {
+        if let AnySelector::Custom(s) = self {
+            s.on_flow_end(flow, now);
         }
     }
     fn next_reopen(&mut self) -> Option<(u32, u64)> {
@@ -330,6 +339,11 @@ impl Qdisc for PerVm {
     /// [`Selector::on_flow_start`] of its selector, with its queues.
     fn on_flow_start(&mut self, flow: u32, vm: u32, now: u64) -> Option<u64> {
         self.selector.on_flow_start(&self.queues, flow, vm, now)
+    }
+
+    /// [`Selector::on_flow_end`] of its selector.
+    fn on_flow_end(&mut self, flow: u32, now: u64) {
+        self.selector.on_flow_end(flow, now);
     }
 
     /// [`Selector::next_reopen`] of its selector.

@@ -54,6 +54,9 @@ pub trait Qdisc: std::fmt::Debug {
     fn on_flow_start(&mut self, _flow: u32, _vm: u32, _now_ps: u64) -> Option<u64> {
         None
     }
+    /// A flow of this host ended (its last byte acknowledged): forget it (the default: nothing).
+    /// Called only when [`Qdisc::wants_acks`] says so.
+    fn on_flow_end(&mut self, _flow: u32, _now_ps: u64) {}
     /// After [`Qdisc::on_ack_in`]: a flow whose window the host closed (0) or will reopen, and when
     /// it looks at it again (the engine then calls [`Qdisc::on_reopen`]); drained until `None` (the
     /// default).

@@ -517,6 +517,13 @@ impl Simulation {
         if let Some(vm) = self.flows[flow as usize].info.vm {
             self.vms[vm as usize].active.retain(|&x| x != flow);
             self.resplit(vm);
+            if self.host_acks {
+                // the sender's host sees the connection close (a virtual switch sees its FIN)
+                let first = self.routes[self.flows[flow as usize].info.route_data as usize];
+                if let Some(q) = self.channels[first as usize].sched.as_deref_mut() {
+                    q.on_flow_end(flow, self.q.now);
+                }
+            }
         }
     }
 

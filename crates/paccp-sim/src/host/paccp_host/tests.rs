@@ -323,6 +323,47 @@ fn the_host_window_caps_the_vms_queue_and_follows_the_law() {
 }
 
 #[test]
+fn queueing_beyond_the_host_does_not_cap_the_guarantee() {
+    // theta 800 Mb/s, every ACK 800 us after its segment left the host (760 us of queueing beyond
+    // it, marked): the law holds the window at the guarantee's, 800 Mb/s over 800 us = 53.3
+    // segments. The host-queue cap (500 us at the 1 Gb/s share over the unloaded 40 us, 45
+    // segments) bounds what waits in the host queue, not what is in flight beyond it
+    let mut h = windowed(800_000_000, 1.0, true);
+    let mut t = 0;
+    let mut last = 0;
+    for s in 0..200 {
+        last = round_trip(&mut h, 0, s, t, 800_000_000);
+        t += 850_000_000;
+    }
+    assert!((53..=54).contains(&last), "floor: {last}");
+}
+
+#[test]
+fn a_connection_that_ended_leaves_its_vms_split_at_once() {
+    // theta 500 Mb/s over two connections, every ACK marked (100 us of queueing beyond the
+    // host): each is held at its floor, theta / 2 over 140 us = 2.9 segments
+    let mut h = windowed(500_000_000, 1.0, true);
+    let mut t = 0;
+    let mut last = 0;
+    for s in 0..200 {
+        round_trip(&mut h, 1, s, t, 140_000_000);
+        last = round_trip(&mut h, 0, s, t, 140_000_000);
+        t += 150_000_000;
+    }
+    assert!((2..=3).contains(&last), "split: {last}");
+    // connection 1 ends (the host sees its FIN): the other carries the whole guarantee at once,
+    // not only after connection 1 has been silent for the idle time (1 ms)
+    h.on_flow_end(1, t);
+    let w: Vec<u64> = (200..204)
+        .map(|s| {
+            t += 150_000_000;
+            round_trip(&mut h, 0, s, t, 140_000_000)
+        })
+        .collect();
+    assert!(w.iter().all(|x| (5..=7).contains(x)), "{w:?}");
+}
+
+#[test]
 fn below_one_segment_per_connection_the_host_paces_the_vm() {
     // 16 connections of one VM, every ACK 260 us of queueing beyond the host (marked): the law's
     // windows fall below one segment, and the VM's data is released at the sum of their law rates,
