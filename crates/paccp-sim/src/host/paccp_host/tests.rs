@@ -339,6 +339,26 @@ fn queueing_beyond_the_host_does_not_cap_the_guarantee() {
 }
 
 #[test]
+fn the_host_queue_cap_does_not_hold_a_vm_below_its_paths_bdp() {
+    // the cap alone, a 1 Gb/s port, a path whose unloaded RTT is 1.2 ms (100 segments in flight
+    // at 1 Gb/s): the window is the path's 100 segments plus the 41.7 the host queue may hold
+    // (500 us at 1 Gb/s), not the host queue's 90 segments (90 % of 100) for both
+    let mut h = windowed(0, 1.0, false);
+    let mut p = pkt(0, 0, 1500);
+    for (seq, t) in [(0, 0), (1, 1_100_000_000)] {
+        p.seq = seq;
+        p.ts = t;
+        h.serving = Some(0);
+        h.on_dequeue(0, &p, t);
+    }
+    p.is_ack = true;
+    p.seq = 1;
+    p.ts = 0;
+    let w = h.on_ack_in(&p, 1_200_000_000, 1_200_000_000);
+    assert_eq!(w, Some(142), "{w:?}");
+}
+
+#[test]
 fn a_connection_that_ended_leaves_its_vms_split_at_once() {
     // theta 500 Mb/s over two connections, every ACK marked (100 us of queueing beyond the
     // host): each is held at its floor, theta / 2 over 140 us = 2.9 segments
