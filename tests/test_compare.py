@@ -110,6 +110,22 @@ def test_shipped_comparison_files_validate_at_full_size() -> None:
             _point(SCHEMES[name], setup, {}, str(p))
 
 
+def test_heldout_comparison_files_validate_at_full_size() -> None:
+    """The held-out files (scenarios/heldout/, docs/host-scheme.md) resolve for the engine, and none of
+    them is one of the shipped files that ``paccp reproduce`` runs."""
+    from paccp.compare.run import _point
+    from paccp.compare.setup import build_setup
+    from paccp.compare.spec import load_spec
+
+    files = sorted((REPO / "scenarios" / "heldout").glob("compare-*.toml"))
+    assert len(files) == 2 and not {p.name for p in files} & {p.name for p in SCENARIOS.values()}
+    for p in files:
+        spec = load_spec(p)
+        for point in spec.cfg.points:
+            setup = build_setup(spec, point, spec.cfg.seeds[0])
+            _point(SCHEMES["paccp-host"], setup, {}, str(p))
+
+
 def _compare(tmp_path: Path, name: str, workers: int = 2) -> dict[str, Any]:
     """Run a shipped comparison at --quick through the CLI (workers = 1: in this process, no pool to
     start, for scenarios whose runs take a fraction of a second)."""
