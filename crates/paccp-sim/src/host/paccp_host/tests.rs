@@ -313,13 +313,18 @@ fn the_host_window_caps_the_vms_queue_and_follows_the_law() {
     }
     assert!(h.conns[&0].w > low + 10.0, "{low} -> {}", h.conns[&0].w);
     // a guarantee is a floor: theta 500 Mb/s over a 140 us RTT is 5.8 segments
-    let mut h = windowed(500_000_000, 1.0, true);
-    let mut t = 0;
-    for s in 0..200 {
-        last = round_trip(&mut h, 0, s, t, 140_000_000);
-        t += 150_000_000;
-    }
+    let last = steady(
+        &mut windowed(500_000_000, 1.0, true),
+        140_000_000,
+        150_000_000,
+    );
     assert!((5..=7).contains(&last), "floor: {last}");
+}
+
+/// 200 round trips of connection 0, one every `gap`, each ACK `rtt` after its segment: the last
+/// window imposed.
+fn steady(h: &mut PaccpHost, rtt: u64, gap: u64) -> u64 {
+    (0..200).fold(0, |_, s| round_trip(h, 0, s, s * gap, rtt))
 }
 
 #[test]
@@ -328,13 +333,11 @@ fn queueing_beyond_the_host_does_not_cap_the_guarantee() {
     // it, marked): the law holds the window at the guarantee's, 800 Mb/s over 800 us = 53.3
     // segments. The host-queue cap (500 us at the 1 Gb/s share over the unloaded 40 us, 45
     // segments) bounds what waits in the host queue, not what is in flight beyond it
-    let mut h = windowed(800_000_000, 1.0, true);
-    let mut t = 0;
-    let mut last = 0;
-    for s in 0..200 {
-        last = round_trip(&mut h, 0, s, t, 800_000_000);
-        t += 850_000_000;
-    }
+    let last = steady(
+        &mut windowed(800_000_000, 1.0, true),
+        800_000_000,
+        850_000_000,
+    );
     assert!((53..=54).contains(&last), "floor: {last}");
 }
 
