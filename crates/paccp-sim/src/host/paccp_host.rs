@@ -294,6 +294,11 @@ impl WindowCfg {
         (self.mss_bytes * 8) as f64
     }
 
+    /// The segments `queue_ns` holds at a rate of `bps`.
+    fn queue_segs(&self, bps: f64) -> f64 {
+        bps * self.queue_ns as f64 / 1e9 / self.seg_bits()
+    }
+
     /// The packets of its host queue a VM's connections may hold together (`QUEUE_SHARE` of it).
     fn queue_cap(&self) -> f64 {
         self.queue_pkts as f64 * QUEUE_SHARE
@@ -631,9 +636,7 @@ impl PaccpHost {
         // (turns count their places against `queue_ns` and the unloaded RTT at the share: with the
         // host-queue part alone, the Clos file's gold failed 16 windows of 1,230 instead of 12)
         let at_share = share * (base_s + f.queue_ns as f64 / 1e9) / seg_bits;
-        let host_q = f
-            .queue_cap()
-            .min(share * f.queue_ns as f64 / 1e9 / seg_bits);
+        let host_q = f.queue_cap().min(f.queue_segs(share));
         let beyond = share * (c.srtt_ps / PS_PER_S).max(base_s) / seg_bits;
         let cap = (host_q + beyond).max(n) / n;
         if !f.law {
@@ -1250,11 +1253,14 @@ impl Selector for PaccpHost {
     /// VM's guarantee for a millisecond: the VM's one other connection, 12.5 MB, carried 4.6 Gb/s of
     /// a 5 Gb/s guarantee in that window (leaf-spine file, 80 %, seed 2).
     fn on_flow_end(&mut self, flow: u32, _now_ps: u64) {
-        self.conns.remove(&flow);
         self.opening.remove(&flow);
-        self.open_waiting.remove(&flow);
         self.turn_given.remove(&flow);
-        for s in self.vms.values_mut() {
+        // a connection in its VM's turns has a record or waits from its start
+        let vm = match self.conns.remove(&flow) {
+            Some(c) => Some(c.vm),
+            None => self.open_waiting.remove(&flow).map(|(v, _)| v),
+        };
+        if let Some(s) = vm.and_then(|v| self.vms.get_mut(&v)) {
             s.turns.retain(|&h| h != flow);
         }
     }
@@ -1288,7 +1294,7 @@ impl Selector for PaccpHost {
             // share (a first segment would wait past the guests' initial RTO behind it) opens the
             // connection at a zero window, to wait for its turn
             let x = self.share_estimate(vm);
-            let budget = (x * f.queue_ns as f64 / 1e9 / f.seg_bits()).max(1.0);
+            let budget = f.queue_segs(x).max(1.0);
             let held = waiting as f64;
             if held >= budget {
                 let rotation = (held + 1.0) * f.seg_bits() / x * PS_PER_S;

@@ -463,13 +463,12 @@ impl Simulation {
             self.vms[vm as usize].active.push(flow);
             self.resplit(vm);
         }
-        let f = &mut self.flows[flow as usize];
-        if let (true, Some(vm)) = (self.host_acks, f.info.vm) {
+        if let (true, Some(vm)) = (self.host_acks, self.flows[flow as usize].info.vm) {
             // the sender's host sees the connection open (a virtual switch may set its window)
-            let first = self.routes[f.info.route_data as usize];
-            if let Some(q) = self.channels[first as usize].sched.as_deref_mut() {
+            let first = self.host_channel(flow);
+            if let Some(q) = self.channels[first].sched.as_deref_mut() {
                 if let Some(w) = q.on_flow_start(flow, vm, self.q.now) {
-                    f.snd.host_wnd = w;
+                    self.flows[flow as usize].snd.host_wnd = w;
                 }
             }
         }
@@ -483,10 +482,16 @@ impl Simulation {
         self.settle_finished();
     }
 
+    /// The channel `flow`'s data leaves its sender's host on (the first of its data route): where
+    /// the host's queue discipline sees the flow open, its ACKs, window updates and close.
+    fn host_channel(&self, flow: u32) -> usize {
+        self.routes[self.flows[flow as usize].info.route_data as usize] as usize
+    }
+
     /// The sender's host reopens the window it closed on `flow` (a window update to its guest).
     fn host_window(&mut self, flow: u32) {
-        let first = self.routes[self.flows[flow as usize].info.route_data as usize];
-        let Some(q) = self.channels[first as usize].sched.as_deref_mut() else {
+        let first = self.host_channel(flow);
+        let Some(q) = self.channels[first].sched.as_deref_mut() else {
             return;
         };
         let Some(w) = q.on_reopen(flow, self.q.now) else {
@@ -519,8 +524,8 @@ impl Simulation {
             self.resplit(vm);
             if self.host_acks {
                 // the sender's host sees the connection close (a virtual switch sees its FIN)
-                let first = self.routes[self.flows[flow as usize].info.route_data as usize];
-                if let Some(q) = self.channels[first as usize].sched.as_deref_mut() {
+                let first = self.host_channel(flow);
+                if let Some(q) = self.channels[first].sched.as_deref_mut() {
                     q.on_flow_end(flow, self.q.now);
                 }
             }
