@@ -74,5 +74,6 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-fluid": {"fluid": False},
     "no-pool": {"pool": False},
     "no-split": {"split": False},
+    "no-merge": {"merge": False},
     "no-turns": {"turns": False},
 }

@@ -81,6 +81,11 @@
 //!      live ones of its VM takes 1 / (n + 1) of their windows together and they keep n / (n + 1),
 //!      so opening one more connection does not add to the VM's window. (`split = false`, ablation:
 //!      it starts at their mean window; 24 connections joining one in slow start each added one.)
+//!    - **an end gives the window back** (`merge = true`, with `split`): a connection that ends
+//!      ([`Selector::on_flow_end`]) gives its law window to its VM's live connections, in
+//!      proportion to theirs, the inverse of the join's split. (`merge = false`, ablation: the window
+//!      ends with it, and a large connection halved by a short one's join grew the half back at
+//!      omega per RTT.)
 //!    - **turns** (`turns = true`): a guest's window cannot go below one segment, so a VM with more
 //!      connections than its host-queue cap has segments would keep one segment of each waiting in
 //!      its host queue, n of them at its share: past its guests' minimum RTO (16 connections at 56
@@ -279,6 +284,10 @@ struct WindowCfg {
     /// A connection joining live ones splits the VM's window (false: it starts at their mean
     /// window, adding to the VM's, ablation; with `fluid` only).
     split: bool,
+    /// A connection that ends gives its window back to its VM's live connections (false: it is
+    /// lost with it, ablation; with `split` only).
+    #[serde(default)]
+    merge: bool,
     /// A retransmission leaving the host ends the round as a loss: the window halves (false: the
     /// law sees delay only, ablation).
     loss: bool,
@@ -967,6 +976,35 @@ impl PaccpHost {
         }
     }
 
+    /// `merge` (module docstring): connection `ended`, live until it ended, gives its law window
+    /// back to its VM's live connections, in proportion to theirs (the inverse of a join's split).
+    /// Without it, the VM lost the window each short connection took at its join: a large
+    /// connection halved by a 100 KB one joining it took some 50 RTTs to grow back at omega per
+    /// RTT, and the leaf-spine file's VMs, with a large connection and short ones coming and going,
+    /// kept the fabric below plain TCP's utilisation.
+    fn give_back(&mut self, ended: &ConnState, now: u64) {
+        let Some(f) = self
+            .p
+            .window
+            .filter(|f| f.law && f.fluid && f.split && f.merge)
+        else {
+            return;
+        };
+        let idle = f.idle_ns.saturating_mul(1000);
+        if !ended.alive(idle, now) {
+            return;
+        }
+        let live = |c: &ConnState| c.vm == ended.vm && c.alive(idle, now);
+        let sum: f64 = self.conns.values().filter(|c| live(c)).map(|c| c.w).sum();
+        if sum <= 0.0 {
+            return;
+        }
+        let grow = (sum + ended.w) / sum;
+        for c in self.conns.values_mut().filter(|c| live(c)) {
+            c.w *= grow;
+        }
+    }
+
     /// A loss at a pooled VM (`pool`): all its connections halve, at most once per RTT `rtt_ps`.
     fn halve(&mut self, vm: u32, rtt_ps: u64, idle: u64, now: u64) {
         let Some(s) = self.vms.get_mut(&vm) else {
@@ -1252,12 +1290,15 @@ impl Selector for PaccpHost {
     /// last segment (the rule for a silent one), a 34 KB connection that had ended held half its
     /// VM's guarantee for a millisecond: the VM's one other connection, 12.5 MB, carried 4.6 Gb/s of
     /// a 5 Gb/s guarantee in that window (leaf-spine file, 80 %, seed 2).
-    fn on_flow_end(&mut self, flow: u32, _now_ps: u64) {
+    fn on_flow_end(&mut self, flow: u32, now_ps: u64) {
         self.opening.remove(&flow);
         self.turn_given.remove(&flow);
         // a connection in its VM's turns has a record or waits from its start
         let vm = match self.conns.remove(&flow) {
-            Some(c) => Some(c.vm),
+            Some(c) => {
+                self.give_back(&c, now_ps);
+                Some(c.vm)
+            }
             None => self.open_waiting.remove(&flow).map(|(v, _)| v),
         };
         if let Some(s) = vm.and_then(|v| self.vms.get_mut(&v)) {

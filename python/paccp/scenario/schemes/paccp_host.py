@@ -31,6 +31,8 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
                           # (false: each connection its own ACKs, ablation)
     split = true          # a connection joining live ones of its VM splits the VM's window (false:
                           # it starts at their mean window, adding to the VM's, ablation)
+    merge = true          # a connection that ends gives its window back to its VM's live ones, in
+                          # proportion to theirs (false: the window ends with it, ablation)
     turns = true          # a VM with more connections than its host-queue cap has segments: they take
                           # turns, the waiting ones behind a zero window that a window update reopens
                           # (false: each keeps a segment waiting in the host queue, ablation)
@@ -72,6 +74,7 @@ class PaccpHost(_M):
     fluid: bool = True
     pool: bool = True
     split: bool = True
+    merge: bool = True
     turns: bool = True
 
     def check(self, sc: Scenario) -> None:
@@ -116,6 +119,7 @@ class PaccpHost(_M):
                 "fluid": self.fluid,
                 "pool": self.pool,
                 "split": self.split,
+                "merge": self.merge,
                 "turns": self.turns,
             }
         queues = dict(eng.get("queues") or {})

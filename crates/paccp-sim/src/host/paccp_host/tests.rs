@@ -232,7 +232,8 @@ fn windowed_with(theta: u64, omega: f64, law: bool, start: bool, loss: bool) -> 
     let mut c = cfg(&[(theta, omega)], true, "optimum");
     c["window"] = json!({"law": law, "queue_pkts": 100, "mark_ns": 50_000u64, "queue_ns": 500_000u64,
                          "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64,
-                         "start": start, "loss": loss, "fluid": false, "pool": true, "split": true});
+                         "start": start, "loss": loss, "fluid": false, "pool": true, "split": true,
+                         "merge": true});
     let vms = crate::host::softbw::tests::vms(1);
     let AnySelector::Custom(_) = parse(&c, &vms).expect("valid")(0) else {
         panic!("host 0 has a listed VM");
@@ -565,6 +566,40 @@ fn a_joining_connection_splits_the_vms_window() {
         } else {
             // per round (the ablation): the joiner starts at the mean window, adding to the VM's
             assert!(total > 1.8 * before, "{before} -> {total}");
+        }
+    }
+}
+
+#[test]
+fn a_connection_that_ends_gives_its_window_back_to_its_vm() {
+    // the inverse of the join's split: a large connection halved by a short one's join gets the
+    // half back when the short one ends (without `merge` the VM's window lost it, and grew it
+    // back at omega per RTT)
+    let rtt = 40_000_000u64;
+    for merge in [true, false] {
+        let mut h = windowed_fluid(0, 1.0, true, true);
+        if let Some(f) = h.p.window.as_mut() {
+            f.merge = merge;
+        }
+        round_trip_with(&mut h, 0, 0, 0, rtt, 1000);
+        if let Some(c) = h.conns.get_mut(&0) {
+            c.w = 10.0;
+        }
+        let mut p = pkt(1, 0, 1500);
+        p.ts = 2 * rtt;
+        h.serving = Some(0);
+        h.on_dequeue(0, &p, 2 * rtt);
+        assert!(
+            (h.conns[&0].w - 5.0).abs() < 1e-9,
+            "split: {}",
+            h.conns[&0].w
+        );
+        h.on_flow_end(1, 3 * rtt);
+        let w = h.conns[&0].w;
+        if merge {
+            assert!((w - 10.0).abs() < 1e-9, "given back: {w}");
+        } else {
+            assert!((w - 5.0).abs() < 1e-9, "ablation, lost: {w}");
         }
     }
 }
