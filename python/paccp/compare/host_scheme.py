@@ -76,4 +76,5 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-split": {"split": False},
     "no-merge": {"merge": False},
     "no-turns": {"turns": False},
+    "no-dedup": {"dedup": False},
 }

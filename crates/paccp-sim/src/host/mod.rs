@@ -73,6 +73,11 @@ pub trait Selector: std::fmt::Debug {
     fn wants_acks(&self) -> bool {
         false
     }
+    /// Whether the host drops a retransmission of a segment whose original still waits in its
+    /// queue ([`Qdisc::holds_copy`]; the default: no).
+    fn drops_copies(&self) -> bool {
+        false
+    }
     /// A flow of VM `vm` starts (its sender on this host; `queues`: the host's queues now): the
     /// receive window (segments) the host imposes on it from its first segment on, as a virtual
     /// switch rewriting the window of the connection's SYN-ACK would (`None`, the default: none).
@@ -174,6 +179,12 @@ impl Selector for AnySelector {
             AnySelector::Custom(s) => s.wants_acks(),
         }
     }
+    fn drops_copies(&self) -> bool {
+        match self {
+            AnySelector::RoundRobin(_) => false,
+            AnySelector::Custom(s) => s.drops_copies(),
+        }
+    }
     fn recycles_slots(&self) -> bool {
         match self {
             AnySelector::RoundRobin(_) => false,
@@ -270,6 +281,19 @@ impl Qdisc for PerVm {
                 (n + q.fifo.len() as u64, b + q.fifo.bytes())
             });
         pkts < limit_pkts && bytes + size <= limit_bytes
+    }
+
+    fn holds_copy(&self, pkt: &Pkt, key: QKey) -> bool {
+        if pkt.is_ack || !self.selector.drops_copies() {
+            return false;
+        }
+        self.slot(key.vm, self.selector.subqueue(pkt))
+            .is_some_and(|i| {
+                self.queues[i]
+                    .fifo
+                    .iter()
+                    .any(|p| p.flow == pkt.flow && p.seq == pkt.seq && !p.is_ack)
+            })
     }
 
     fn push(&mut self, pkt: Pkt, key: QKey) {

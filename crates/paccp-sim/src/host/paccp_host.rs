@@ -101,6 +101,12 @@
 //!      start. (`turns = false`, ablation: on the unseen comparison file a silver VM with 16
 //!      connections dropped to 23-33 Mb/s of its 56 for 15 ms after a join, with 30-45 guest
 //!      timeouts and no loss.)
+//!    - **copies dropped** (`dedup = true`): a guest's retransmission of a segment whose original
+//!      still waits in its VM's host queue is dropped ([`crate::net::Qdisc::holds_copy`]; Linux
+//!      does the same for its own queues, `skb_still_in_host_queue`). At a share below a segment
+//!      per millisecond a segment's wait is the guests' RTT, their RFC 6298 RTO comes down to it
+//!      and fires spuriously, and each copy took a slot of the VM's share. (`dedup = false`,
+//!      ablation.)
 //!    - a retransmission ends the connection's round at the next ACK even without an RTT sample (a
 //!      guest in loss recovery echoes old timestamps), and an ACK advances the law by at most the
 //!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
@@ -295,6 +301,10 @@ struct WindowCfg {
     /// all keep a segment in the host queue, ablation).
     #[serde(default)]
     turns: bool,
+    /// A retransmission of a segment whose original still waits in the host queue is dropped
+    /// (false: both take the VM's share, ablation).
+    #[serde(default)]
+    dedup: bool,
 }
 
 impl WindowCfg {
@@ -1264,6 +1274,10 @@ impl Selector for PaccpHost {
         }
         self.end_wait(vm, flow, now_ps);
         Some(1)
+    }
+
+    fn drops_copies(&self) -> bool {
+        self.p.window.is_some_and(|f| f.dedup)
     }
 
     fn wants_acks(&self) -> bool {

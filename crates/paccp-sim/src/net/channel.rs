@@ -240,6 +240,11 @@ impl Channel {
         if !lagging_ok {
             self.advance_for(now, q.cur_from, slab);
         }
+        if self.sched.as_ref().is_some_and(|s| s.holds_copy(&pkt, key)) {
+            // a retransmission of a segment still waiting here: the original goes in its place
+            stats.in_flight -= 1;
+            return true;
+        }
         let admitted = self.lossless
             || match self.sched.as_mut() {
                 None => self.queued() < self.limit_pkts && self.bytes + size <= self.limit_bytes,

@@ -47,6 +47,13 @@ pub trait Qdisc: std::fmt::Debug {
     fn wants_acks(&self) -> bool {
         false
     }
+    /// A copy of data packet `pkt` (its flow's same segment) still waits here, so a retransmission
+    /// of it would only take the copy's place on the wire again (the default: never looked for).
+    /// The channel then drops the retransmission before admission, as a virtual switch holding the
+    /// original would (Linux does the same for its own queues: `skb_still_in_host_queue`).
+    fn holds_copy(&self, _pkt: &Pkt, _key: QKey) -> bool {
+        false
+    }
     /// A flow of VM `vm` (its sender on this host) starts: the receive window (segments) the host
     /// imposes on it from its first segment on, as a virtual switch rewriting the window of the
     /// connection's SYN-ACK would (`None`, the default: none). Called only when
@@ -111,6 +118,10 @@ impl Fifo {
     pub fn push(&mut self, p: Pkt) {
         self.bytes += p.size as u64;
         self.pkts.push_back(p);
+    }
+    /// The waiting packets, head first.
+    pub fn iter(&self) -> impl Iterator<Item = &Pkt> {
+        self.pkts.iter()
     }
     /// Removes the head packet.
     #[inline]

@@ -36,6 +36,9 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
     turns = true          # a VM with more connections than its host-queue cap has segments: they take
                           # turns, the waiting ones behind a zero window that a window update reopens
                           # (false: each keeps a segment waiting in the host queue, ablation)
+    dedup = true          # a guest's retransmission of a segment still waiting in its VM's host queue is
+                          # dropped, the original going in its place (false: both take the VM's share,
+                          # ablation)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
@@ -76,6 +79,7 @@ class PaccpHost(_M):
     split: bool = True
     merge: bool = True
     turns: bool = True
+    dedup: bool = True
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
@@ -121,6 +125,7 @@ class PaccpHost(_M):
                 "split": self.split,
                 "merge": self.merge,
                 "turns": self.turns,
+                "dedup": self.dedup,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}
