@@ -1323,9 +1323,10 @@ impl Selector for PaccpHost {
     /// The host-queue cap from a connection's start (before it has an ACK to carry a window): it
     /// may put into its VM's host queue what is left of the VM's part of it (90 %, and `queue_ns`
     /// at the VM's port share) after the packets waiting there and the windows of the VM's other
-    /// connections still opening, at least one segment. Without it, 24 connections of a VM opening at once on a dropping host queue
-    /// (`host_backpressure = false`) put their initial windows into it, lost segments there and
-    /// waited for their timeouts (the generalisation file's gold at 0.9x).
+    /// connections still opening, at least one segment. Without it, 24 connections of a VM
+    /// opening at once on a dropping host queue (`host_backpressure = false`) put their initial
+    /// windows into it, lost segments there and waited for their timeouts (the generalisation
+    /// file's gold at 0.9x).
     fn on_flow_start(
         &mut self,
         queues: &[VmQueue],
