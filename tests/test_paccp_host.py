@@ -160,3 +160,24 @@ def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
     theta = {f.id: f.theta_bps for f in prob.flows}
     # 700 + 350 > 1000: both scaled by one factor
     assert abs(theta["a"] - 700e6 * 1000 / 1050) < 1e3 and abs(theta["b"] - 350e6 * 1000 / 1050) < 1e3
+
+
+def test_an_ideal_scheduler_in_whole_segments_misses_small_shares() -> None:
+    """The whole-segment bound (docs/host-scheme.md, "Shares below a segment per millisecond"): a VM
+    whose optimum share is 4.9 segments per window, delivered exactly in whole segments, gets 5 in nine
+    windows of ten and 4 in the tenth (18 % off); at 49 segments per window every count is within 10 %."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from paccp.compare import distance
+
+    seg_bits = 1460 * 8
+    w_s = 0.005
+    raw = {"window_ns": 5_000_000, "mtu": 1500, "header": 40}
+    setup = SimpleNamespace(vms=[SimpleNamespace(id="small", purchase=SimpleNamespace(name="Y"))])
+    for per_window, within in ((4.9, 0.9), (49.0, 1.0)):
+        x = per_window * seg_bits / w_s
+        series = {"small": {k: (x, x, x) for k in range(100)}}
+        with mock.patch.object(distance, "window_shares", return_value=series):
+            b = distance.whole_segment_bound(raw, setup)  # type: ignore[arg-type]
+        assert abs(b["classes"]["Y"]["within"] - within) < 0.011, (per_window, b)
