@@ -206,15 +206,7 @@ def window_shares(raw: dict[str, Any], setup: Setup) -> Series | None:
 def distance_to_optimum(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
     """Share of (backlogged VM, window) pairs within 10 % of the optimum share, and the median relative
     error, overall and per class (module docstring)."""
-    series = window_shares(raw, setup)
-    if series is None:
-        return {"within": None, "median_err": None, "samples": 0, "classes": {}}
-    cls = {v.id: v.purchase.name for v in setup.vms}
-    errs: dict[str, list[float]] = defaultdict(list)
-    for vm, wins in series.items():
-        for got, x, den in wins.values():
-            errs[cls[vm]].append(abs(got - x) / den)
-    return _summary(errs)
+    return _score(window_shares(raw, setup), setup)
 
 
 def whole_segment_bound(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
@@ -223,20 +215,36 @@ def whole_segment_bound(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
     scored window), scored as :func:`distance_to_optimum` scores the run. At a share of a few segments
     per window "within 10 %" means one exact count, which even this ideal misses in some windows."""
     series = window_shares(raw, setup)
+    if series is not None:
+        w_s = raw["window_ns"] / 1e9
+        seg_bits = (raw["mtu"] - raw["header"]) * 8
+        series = {vm: _in_whole_segments(wins, w_s, seg_bits) for vm, wins in series.items()}
+    return _score(series, setup)
+
+
+def _in_whole_segments(
+    wins: dict[int, tuple[float, float, float]], w_s: float, seg_bits: int
+) -> dict[int, tuple[float, float, float]]:
+    """One VM's windows with its rate replaced by its optimum share delivered in whole segments."""
+    out: dict[int, tuple[float, float, float]] = {}
+    cum = 0.0
+    for k in sorted(wins):
+        _got, x, den = wins[k]
+        before = math.floor(cum)
+        cum += x * w_s / seg_bits
+        out[k] = ((math.floor(cum) - before) * seg_bits / w_s, x, den)
+    return out
+
+
+def _score(series: Series | None, setup: Setup) -> dict[str, Any]:
+    """Each (VM, window)'s relative error |got - share| / denominator, summarised per class."""
     if series is None:
         return {"within": None, "median_err": None, "samples": 0, "classes": {}}
-    w_s = raw["window_ns"] / 1e9
-    seg_bits = (raw["mtu"] - raw["header"]) * 8
     cls = {v.id: v.purchase.name for v in setup.vms}
     errs: dict[str, list[float]] = defaultdict(list)
     for vm, wins in series.items():
-        cum = 0.0
-        for k in sorted(wins):
-            _got, x, den = wins[k]
-            before = math.floor(cum)
-            cum += x * w_s / seg_bits
-            ideal = (math.floor(cum) - before) * seg_bits / w_s
-            errs[cls[vm]].append(abs(ideal - x) / den)
+        for got, x, den in wins.values():
+            errs[cls[vm]].append(abs(got - x) / den)
     return _summary(errs)
 
 

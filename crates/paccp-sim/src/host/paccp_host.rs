@@ -96,9 +96,9 @@
 //!      ACK when the places are taken passes its turn to the VM's longest waiting connection, and
 //!      it waits behind a zero window, nothing in flight and no timer running, until a window
 //!      update gives it its turn (a virtual switch sending its guest a window update;
-//!      [`Selector::next_reopen`]) or its deadline (twice the VM's expected rotation) passes. A connection that starts while its
-//!      VM's host queue already holds `queue_ns` at the VM's share waits for its turn from its
-//!      start. (`turns = false`, ablation: on the unseen comparison file a silver VM with 16
+//!      [`Selector::next_reopen`]) or its deadline (twice the VM's expected rotation) passes. A
+//!      connection that starts while its VM's host queue already holds `queue_ns` at the VM's
+//!      share waits for its turn from its start. (`turns = false`, ablation: on the unseen comparison file a silver VM with 16
 //!      connections dropped to 23-33 Mb/s of its 56 for 15 ms after a join, with 30-45 guest
 //!      timeouts and no loss.)
 //!    - **copies dropped** (`dedup = true`): a guest's retransmission of a segment whose original
