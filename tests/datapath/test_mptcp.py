@@ -148,11 +148,15 @@ def softbw_loaded(loaded: None) -> Iterator[None]:
 
 
 def test_softbw_over_committed_share(softbw_loaded: None, tmp_path: Path) -> None:
-    """3 VMs x 0.45 of the port with 1, 4 and 8 flows: SoftBW shares evenly, one FIFO does not."""
+    """3 VMs x 0.45 of the port with 1, 4 and 8 flows: SoftBW shares evenly, one FIFO does not.
+
+    6 s windows: the enqueue-side marking has lossy episodes (docs/howto/datapath.md) in which one VM's
+    connections back off; over 3 s windows on a busy machine max/min reached 1.20-1.33 (CI failed at 1.329),
+    over 6 s it stayed at or below 1.06 in 8 runs."""
     from paccp.datapath.softbw import control as softbw
     from paccp.datapath.softbw import testbed as softbw_testbed
 
-    s = softbw_testbed.exp_share(RATE, 3, tmp_path, cases=((1, 4, 8),))
+    s = softbw_testbed.exp_share(RATE, 6, tmp_path, cases=((1, 4, 8),))
     by = {r["scheduler"]: r for r in s["runs"]}
     sb, be = by["softbw"], by["best effort (one FIFO)"]
     assert sb["link"]["utilisation"] > 0.85, sb
