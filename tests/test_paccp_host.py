@@ -137,10 +137,15 @@ def test_distance_reference_dual_matches_the_exact_optimum() -> None:
 
 
 def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
-    """Score definitions: a VM that joins 0.3 ms into a 5 ms window is present 94 % of it, so its
-    guarantee makes that window over-committed (not feasible), and in the distance reference it
-    competes with 94 % of its pair; VMs scored are only those backlogged throughout the window."""
-    from paccp.compare.distance import _Net, presence, window_problem
+    """Score definitions: a VM that joins 0.3 ms into a 5 ms window is present 94 % of it (its guarantee
+    makes that window over-committed, not feasible); the distance reference of a window is the time
+    average of the optimum over it: a gold VM guaranteed more than the NIC joining 0.4 into a window
+    leaves best effort the whole NIC for 3/8 of it (the join rounded to an eighth) and nothing after, so
+    best effort's reference is 3/8 of the NIC, not 0 (one optimum with gold weighted by its presence)
+    nor the whole NIC; a VM is scored only in the windows it was backlogged throughout."""
+    from types import SimpleNamespace
+
+    from paccp.compare.distance import presence, window_shares
 
     starts = np.arange(4, dtype=np.int64) * 5_000_000
     fr = presence(5_300_000, None, starts, 5_000_000)
@@ -152,14 +157,27 @@ def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
         "header": 0,
         "hosts": ["s", "r"],
         "channels": [["s", "sw", 1e9, 0], ["sw", "r", 1e10, 0]],
+        "window_ns": 5_000_000,
+        "warmup_ns": 0,
+        "duration_ns": 10_000_000,
+        "conns": [],  # long-lived connections have no size, so no row
+        "conn_backlog": {"a": ["be", [[0, None], [1, None]]], "b": ["gold", [[1, None, 0.6]]]},
+        "vms": {"be": {"got": [625_000, 234_375]}, "gold": {"got": [0, 390_625]}},
     }
-    pair = {"old": (700e6, 2.0), "new": (700e6, 2.0)}
-    conns = [("a", "old", "s", "r", None, 1.0), ("b", "new", "s", "r", None, 0.5)]
-    prob, _ = window_problem(_Net(raw), conns, pair, 0.005)
-    assert prob is not None
-    theta = {f.id: f.theta_bps for f in prob.flows}
-    # 700 + 350 > 1000: both scaled by one factor
-    assert abs(theta["a"] - 700e6 * 1000 / 1050) < 1e3 and abs(theta["b"] - 350e6 * 1000 / 1050) < 1e3
+    vm = SimpleNamespace
+    setup = vm(
+        vms=[
+            vm(id="be", host="s", purchase=vm(name="BE", guarantee=0.0, weight=1.0)),
+            vm(id="gold", host="s", purchase=vm(name="G", guarantee=1.2e9, weight=2.0)),
+        ],
+        flows=[{"id": "a", "vm": "be", "dst": "r"}, {"id": "b", "vm": "gold", "dst": "r"}],
+    )
+    series = window_shares(raw, setup)  # type: ignore[arg-type]
+    assert series is not None and set(series) == {"be"}  # gold is not backlogged throughout window 1
+    got0, share0, _ = series["be"][0]
+    got1, share1, _ = series["be"][1]
+    assert abs(share0 - 1e9) < 1e3 and abs(got0 - 1e9) < 1e3
+    assert abs(share1 - 0.375e9) < 1e3 and abs(got1 - 0.375e9) < 1e3
 
 
 def test_an_ideal_scheduler_in_whole_segments_misses_small_shares() -> None:

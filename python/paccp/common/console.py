@@ -110,8 +110,10 @@ def print_table(t: Table, con: Console | None = None) -> None:
 
 
 def progress(*columns: str | ProgressColumn, **kw: Any) -> Progress:
-    """A transient progress bar on stderr, disabled when stderr is not a terminal (no residue in logs)."""
+    """A transient progress bar on stderr, disabled when stderr is not a terminal (no residue in logs) or
+    when ``disable`` says so."""
     from rich.progress import Progress
 
     kw.setdefault("transient", True)
-    return Progress(*columns, console=console(stderr=True), disable=not is_terminal(stderr=True), **kw)
+    off = bool(kw.pop("disable", False)) or not is_terminal(stderr=True)
+    return Progress(*columns, console=console(stderr=True), disable=off, **kw)

@@ -142,15 +142,40 @@ def run_compare(
             evaluate_fn=evaluate,
             result_keys=RAW_KEYS,
         )
-        doc = aggregate(spec, schemes, jobs, raws, book, not_run, quick)
+        scores = score_all(jobs, raws, book, spec.cfg.bottlenecks, progress)
+        doc = aggregate(spec, schemes, jobs, raws, scores, book, not_run, quick)
         doc["wall_s"] = round(time.perf_counter() - t0, 1)
         doc["runs"] = len(jobs)
         doc["runs_cached"] = sum(1 for r in raws if r.get("cached"))
-        write_outputs(doc, jobs, raws, book, spec, out)
+        write_outputs(doc, jobs, raws, scores, out)
     return doc
 
 
 # ------------------------------------------------------------------------------------------------ aggregate
+
+
+def score_all(
+    jobs: list[Job], raws: list[dict[str, Any]], book: Any, bottlenecks: str, progress: bool = False
+) -> list[dict[str, Any] | None]:
+    """Each main run's scores (:func:`paccp.compare.measure.score_run`; None for a gaming run), computed
+    once for the table and runs.csv, with a progress bar (the distance to the optimum solves a problem
+    per piece of every window: minutes for the flow-level files)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    from paccp.common.console import progress as bar
+
+    mains = sum(1 for j in jobs if j.kind == "main")
+    out: list[dict[str, Any] | None] = []
+    cols = (TextColumn("scores"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with bar(*cols, disable=not progress or not mains) as pb:
+        task = pb.add_task("runs", total=mains)
+        for j, raw in zip(jobs, raws, strict=True):
+            if j.kind != "main":
+                out.append(None)
+                continue
+            out.append({**score_run(raw, j.setup, j.scheme, book, bottlenecks), "seed": j.seed})
+            pb.advance(task)
+    return out
 
 
 def aggregate(
@@ -158,18 +183,18 @@ def aggregate(
     schemes: list[Scheme],
     jobs: list[Job],
     raws: list[dict[str, Any]],
+    scores: list[dict[str, Any] | None],
     book: Any,
     not_run: dict[str, dict[str, str]],
     quick: bool,
 ) -> dict[str, Any]:
-    """compare.json: per point, scheme and class the mean and 95 % CI over seeds of every score."""
+    """compare.json: per point, scheme and class the mean and 95 % CI over seeds of every score
+    (``scores``: :func:`score_all`)."""
     cfg = spec.cfg
     scored: dict[tuple[str, str], list[dict[str, Any]]] = {}
     gaming: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
-    for j, raw in zip(jobs, raws, strict=True):
-        if j.kind == "main":
-            sc = score_run(raw, j.setup, j.scheme, book, cfg.bottlenecks)
-            sc["seed"] = j.seed
+    for j, raw, sc in zip(jobs, raws, scores, strict=True):
+        if sc is not None:
             scored.setdefault((j.point, j.scheme.name), []).append(sc)
         else:
             gaming.setdefault((j.point, j.scheme.name), {})[j.seed] = gaming_rates(raw, j.setup)
@@ -362,7 +387,11 @@ def checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def write_outputs(
-    doc: dict[str, Any], jobs: list[Job], raws: list[dict[str, Any]], book: Any, spec: Spec, out: Path
+    doc: dict[str, Any],
+    jobs: list[Job],
+    raws: list[dict[str, Any]],
+    scores: list[dict[str, Any] | None],
+    out: Path,
 ) -> None:
     """compare.json, summary.json, table.md, runs.csv and the plots."""
     from paccp.common.outdir import write_text_atomic
@@ -374,10 +403,9 @@ def write_outputs(
     write_text_atomic(out / "summary.json", text)
     write_text_atomic(out / "table.md", markdown(doc))
     rows = []
-    for j, raw in zip(jobs, raws, strict=True):
-        if j.kind != "main":
+    for j, raw, sc in zip(jobs, raws, scores, strict=True):
+        if sc is None:
             continue
-        sc = score_run(raw, j.setup, j.scheme, book, spec.cfg.bottlenecks)
         for cname, c in sc["classes"].items():
             rows.append(
                 {
