@@ -5,16 +5,22 @@ The reference of window k is the **time average of the optimum over the window**
 into :data:`SLOTS` equal parts, each connection counted in the parts it was open in (from its start and
 finish, rounded to a part; a long-lived connection that is open for the last fraction f of the window
 only started in it), adjacent parts with the same connections merged, and a VM's share is the mean of its
-shares in the parts' optima weighted by their lengths. Until 2026-11-29 the reference was one optimum
-with each connection weighted by its presence; where a join takes a host past over-commitment that is
-wrong, not only approximate: best effort's share there is 0 if the joiners count at all, while it had its
-full share until they came (held-out ``compare-unseen-6host.toml``, 1.5x: a join 0.4 into a window gave
-best effort a reference of 0 against 0.6 x 26 Mb/s, an error of 1.2 for every scheme). The optimum of one
-part (:func:`window_problem`):
+shares in the parts' optima weighted by their lengths. A window in which a connection of a given size
+starts or ends (flow-level traffic: the leaf-spine and Clos files, where flows come and go throughout)
+is one optimum with each connection weighted by its presence instead: cut into pieces, such windows
+multiplied the dual iteration's work by about eight (a Clos shuffle run's scoring took over a minute);
+only long-lived connections' joins (the host-port files) cut a window. Until 2026-11-29 every window's
+reference was one optimum with each connection weighted by its presence; where a join takes a host past
+over-commitment that is wrong, not only approximate: best effort's share there is 0 if the joiners
+count at all, while it had its full share until they came (held-out ``compare-unseen-6host.toml``,
+1.5x: a join 0.4 into a window gave best effort a reference of 0 against 0.6 x 26 Mb/s, an error of 1.2
+for every scheme). The optimum of one part (:func:`window_problem`):
 
 - **flows**: the connections open during the part with bytes still to send (the backlog of
   :func:`paccp.compare.measure.evaluate`); a VM's pair (G, W) is split evenly over its connections (VBP
-  form: n connections get theta = G / n, omega = W / n), so a VM's share does not grow with its flows;
+  form: n connections get theta = G / n, omega = W / n), so a VM's share does not grow with its flows
+  (in a window of one optimum: the pair weighted by the VM's presence, its largest connection's, split
+  in proportion to the connections' presence);
 - **links** (payload rates: capacity x (MTU - header) / MTU): the source host's NIC, the destination
   host's link in, and, where the two hosts hang off different switches that have switch-to-switch links,
   the source switch's uplinks and the destination switch's downlinks, each pooled into one link (perfect
@@ -106,7 +112,8 @@ class _Net:
         return tuple(r)
 
 
-Conn = tuple[str, str, str, str, float | None]  # id, vm, src, dst, bytes still to send (None: unbounded)
+#: id, vm, src, dst, bytes still to send (None: unbounded), presence (the share of the window it was open)
+Conn = tuple[str, str, str, str, float | None, float]
 
 
 def _theta_per_link(flows: list[Flow]) -> defaultdict[str, float]:
@@ -122,17 +129,21 @@ def _theta_per_link(flows: list[Flow]) -> defaultdict[str, float]:
 def window_problem(
     net: _Net, conns: list[Conn], pair: dict[str, tuple[float, float]], w_s: float
 ) -> tuple[Problem | None, dict[str, str]]:
-    """The optimum problem of one piece of a window, in which ``conns`` (id, vm, src, dst, rest bytes or
-    None) were open. Returns the problem (None when every flow got share 0) and the VM of each flow id
-    (flows with share 0 left out). A VM's pair is split evenly over its connections."""
-    n_of: dict[str, int] = defaultdict(int)
-    for _c, vm, *_rest in conns:
-        n_of[vm] += 1
+    """The optimum problem of a window or of one piece of it: conns are (id, vm, src, dst, rest bytes or
+    None, presence). Returns the problem (None when every flow got share 0) and the VM of each flow id
+    (flows with share 0 left out). A VM's pair, weighted by its presence (the largest of its
+    connections'), is split over its connections in proportion to theirs (in a piece every presence is
+    1: the pair split evenly)."""
+    f_sum: dict[str, float] = defaultdict(float)
+    f_max: dict[str, float] = defaultdict(float)
+    for _c, vm, *_rest, fr in conns:
+        f_sum[vm] += fr
+        f_max[vm] = max(f_max[vm], fr)
     links: dict[str, float] = {}
     flows: list[Flow] = []
-    for cid, vm, src, dst, rest in conns:
+    for cid, vm, src, dst, rest, fr in conns:
         g, wt = pair[vm]
-        part = 1.0 / n_of[vm]
+        part = f_max[vm] * fr / f_sum[vm]
         route = net.route(src, dst)
         for ln in route:
             links[ln] = net.cap[ln]
@@ -192,20 +203,22 @@ def window_shares(raw: dict[str, Any], setup: Setup) -> Series | None:
             continue
         for k, rest, *fr in rows:
             if k0 <= k < last:
-                per_win[k].append((cid, vm, *ends[cid], rest))
+                per_win[k].append((cid, vm, *ends[cid], rest, fr[0] if fr else 1.0))
                 slots[k].append(_slots(span.get(cid), fr[0] if fr else 1.0, k * w, w))
                 if not fr:
                     shares[k][vm] = 0.0
     pieces: list[tuple[int, float, Problem, dict[str, str]]] = []
-    exact: list[bool] = []
     for k in sorted(per_win):
-        for members, weight in _sub_intervals(slots[k]):
-            sub = [per_win[k][i] for i in members]
+        conns = per_win[k]
+        if any(c[5] < 1.0 and c[0] in span for c in conns):  # flow-level: one optimum (module docstring)
+            cuts = [(conns, 1.0)]
+        else:
+            cuts = [([(*conns[i][:5], 1.0) for i in m], wt) for m, wt in _sub_intervals(slots[k])]
+        for sub, weight in cuts:
             prob, vm_of = window_problem(net, sub, pair, w_s)
             if prob is not None:
                 pieces.append((k, weight, prob, vm_of))
-                exact.append(len(per_win[k]) <= EXACT_MAX)
-    solved = _rates_of([p[2] for p in pieces], exact)
+    solved = _rates_of([p[2] for p in pieces])
     for (k, weight, _p, vm_of), rates in zip(pieces, solved, strict=True):
         share = shares[k]
         for fid, x in rates.items():
@@ -293,18 +306,17 @@ def _score(series: Series | None, setup: Setup) -> dict[str, Any]:
     return _summary(errs)
 
 
-def _rates_of(probs: list[Problem], exact: list[bool]) -> list[dict[str, float]]:
-    """The optimum's rates of each problem: exact (:func:`paccp.sim.optimum.solve`) where ``exact`` says
-    so (the pieces of a window of at most EXACT_MAX connections), else by :func:`dual_rates` (the exact
-    solver's dense Newton steps take minutes on a shuffle's windows, and a window in eight pieces would
-    take eight of them). Where the exact solver fails (its Newton steps on the prices can run off when
+def _rates_of(probs: list[Problem]) -> list[dict[str, float]]:
+    """The optimum's rates of each problem: exact (:func:`paccp.sim.optimum.solve`) up to EXACT_MAX
+    flows, else by :func:`dual_rates` (the exact solver's dense Newton steps take minutes on a shuffle's
+    windows). Where the exact solver fails (its Newton steps on the prices can run off when
     demand caps pin many flows), the dual gives the rates: a window is never dropped from the score. The
     problems left to the dual are solved together, as one problem of disjoint blocks (each block's
     prices move as they would alone; one run of the iteration instead of one per problem)."""
     out: list[dict[str, float] | None] = [None] * len(probs)
     dual: list[int] = []
     for i, prob in enumerate(probs):
-        if exact[i]:
+        if len(prob.flows) <= EXACT_MAX:
             try:
                 out[i] = solve(prob).rates_bps
                 continue
