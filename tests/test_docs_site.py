@@ -195,3 +195,22 @@ def test_results_pages_cover_every_attempt_not_only_the_last_group_rerun(tmp_pat
     assert "[fig4a](fig4a.md) | paccp |" in index and "| 0.5 min | 30 s |" in index
     assert "[softbw-share](softbw-share.md) | softbw | holds" in index and "| 0.1 min | 5 s |" in index
     assert "**Missing from this reproduction (1)**: mptcp-clos" in index
+
+
+def test_a_comparison_rescored_from_its_cache_says_its_time_is_scoring_only(tmp_path: Path) -> None:
+    """A job whose last attempt took every run from its cache (a rescoring) has its wall time marked as
+    scores only; one that ran any of its runs has not."""
+    from paccp.report.results_pages import write_pages
+
+    src, out = _fixture(tmp_path), tmp_path / "site" / "results"
+    record = json.loads((src / "reproduce-all.json").read_text())
+    record["jobs"]["softbw-share"].update(wall_s=12.0, cpu_s=11.0)
+    (src / "reproduce-all.json").write_text(json.dumps(record))
+    summary = src / "softbw-share" / "summary.json"
+    doc = json.loads(summary.read_text())
+    for cached, marked in ((3, False), (4, True)):
+        summary.write_text(json.dumps({**doc, "runs": 4, "runs_cached": cached}))
+        write_pages(src, out)
+        index = (out / "index.md").read_text()
+        assert ("| 0.2 min (scores only: every run from its cache) | 11 s |" in index) is marked, index
+        assert "| 0.2 min | 11 s |" in index or marked

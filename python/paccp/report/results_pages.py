@@ -164,6 +164,16 @@ def _job_times(record: Mapping[str, Any], job: str) -> tuple[str, str]:
     return "not recorded", ""
 
 
+def _all_cached(summary: Path) -> bool:
+    """Whether the comparison's last attempt took every run from its cache (its time is then scoring)."""
+    try:
+        doc = json.loads(summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    return isinstance(runs, int) and runs > 0 and doc.get("runs_cached") == runs
+
+
 def write_pages(src: Path, out: Path) -> list[Path]:
     """Write ``out/index.md`` and one page per job from the reproduction ``src`` (copied to ``out/data``
     first unless ``src`` is that copy); returns the pages written."""
@@ -203,6 +213,8 @@ def write_pages(src: Path, out: Path) -> list[Path]:
         written.append(out / f"{job}.md")
         mark = {True: "holds", False: "**differs**", None: "–"}[verdict]
         wall, cpu = _job_times(record, job)
+        if _all_cached(d / "summary.json"):
+            wall += " (scores only: every run from its cache)"
         rows.append([f"[{job}]({job}.md)", jobs[job].get("group", ""), mark, line, wall, cpu])
     wall = sum(a.get("wall_s", 0.0) for a in tries)
     cpu = sum(a.get("cpu_s", 0.0) for a in tries)
