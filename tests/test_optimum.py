@@ -204,13 +204,13 @@ def test_a_window_the_exact_solver_cannot_solve_is_scored_by_the_dual_not_droppe
     """A leaf-spine window (53 flows, many pinned by their demand caps) on which the exact solver's
     Newton steps run off: the distance score used to drop such windows silently; it now takes the dual's
     rates, which match an independent solver (cvxpy)."""
-    from paccp.compare.distance import _rates
+    from paccp.compare.distance import _rates_of
 
     doc = json.loads((Path(__file__).parent / "data" / "optimum_newton_runaway.json").read_text())
     prob = problem_from_json(doc)
     with pytest.raises(UserError, match="not finite"):  # fails fast, LAPACK never sees a NaN
         solve(prob)
-    rates = _rates(prob)
+    rates = _rates_of([prob])[0]
     ref = _cvxpy_solve(prob.links, list(prob.flows))
     got = np.array([rates[f.id] for f in prob.flows])
     np.testing.assert_allclose(got, ref, rtol=1e-3)

@@ -136,6 +136,29 @@ def test_distance_reference_dual_matches_the_exact_optimum() -> None:
     assert max(abs(dual[k] - exact[k]) / exact[k] for k in exact) < 1e-3
 
 
+def test_problems_solved_together_by_the_dual_get_the_rates_each_gets_alone() -> None:
+    """The distance score solves a run's large problems as one problem of disjoint blocks: each block's
+    rates are those of its problem solved alone (to 1e-9), not pulled by the other blocks."""
+    from paccp.compare.distance import EXACT_MAX, _rates_of, dual_rates
+    from paccp.sim.optimum import Flow, Problem
+
+    rng = np.random.default_rng(11)
+    probs = []
+    for scale in (1e9, 1e7):  # blocks whose prices differ by two orders of magnitude
+        links = {f"l{i}": float(rng.uniform(1, 10)) * scale for i in range(8)}
+        flows = tuple(
+            Flow(
+                f"f{i}", tuple(rng.choice(list(links), size=2, replace=False)), 0.0, float(rng.choice([1, 3]))
+            )
+            for i in range(EXACT_MAX + 5)
+        )
+        probs.append(Problem(links, flows))
+    together = _rates_of(probs)
+    for prob, got in zip(probs, together, strict=True):
+        alone = dual_rates(prob)
+        assert max(abs(got[k] - alone[k]) / alone[k] for k in alone) < 1e-9
+
+
 def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
     """Score definitions: a VM that joins 0.3 ms into a 5 ms window is present 94 % of it (its guarantee
     makes that window over-committed, not feasible); the distance reference of a window is the time

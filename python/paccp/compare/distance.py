@@ -311,8 +311,10 @@ def _rates_of(probs: list[Problem]) -> list[dict[str, float]]:
     flows, else by :func:`dual_rates` (the exact solver's dense Newton steps take minutes on a shuffle's
     windows). Where the exact solver fails (its Newton steps on the prices can run off when
     demand caps pin many flows), the dual gives the rates: a window is never dropped from the score. The
-    problems left to the dual are solved together, as one problem of disjoint blocks (each block's
-    prices move as they would alone; one run of the iteration instead of one per problem)."""
+    problems left to the dual are solved together, as one problem of disjoint blocks: one run of the
+    iteration instead of one per problem, each block's prices moving as they would alone but for the
+    shared floor (1e-30 of the largest price; the scores of the shipped files moved by at most 0.1 point
+    with the windows' pieces, and the leaf-spine file's not at all)."""
     out: list[dict[str, float] | None] = [None] * len(probs)
     dual: list[int] = []
     for i, prob in enumerate(probs):
