@@ -13,7 +13,7 @@ only long-lived connections' joins (the host-port files) cut a window. Until 202
 reference was one optimum with each connection weighted by its presence; where a join takes a host past
 over-commitment that is wrong, not only approximate: best effort's share there is 0 if the joiners
 count at all, while it had its full share until they came (held-out ``compare-unseen-6host.toml``,
-1.5x: a join 0.4 into a window gave best effort a reference of 0 against 0.6 x 26 Mb/s, an error of 1.2
+1.5x: a join 0.6 into a window gave best effort a reference of 0 against 0.6 x 26 Mb/s, an error of 1.2
 for every scheme). The optimum of one part (:func:`window_problem`):
 
 - **flows**: the connections open during the part with bytes still to send (the backlog of
