@@ -13,6 +13,7 @@ from paccp.cli import main
 from paccp.compare.schemes import SCHEMES, VmUse, competition_level, softbw_kind
 from paccp.compare.setup import Setup, SetupVm, gaming_setup
 from paccp.compare.spec import GamingCfg, Purchase
+from paccp.errors import UserError
 from paccp.pricing.book import load_book
 
 REPO = Path(__file__).resolve().parents[1]
@@ -209,6 +210,17 @@ def _fails(args: list[str], want: str, capsys: pytest.CaptureFixture[str]) -> No
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and want in err, err
+
+
+def test_a_scheme_set_stands_for_its_members_once() -> None:
+    from paccp.compare.host_scheme import ABLATIONS
+    from paccp.compare.schemes import parse_schemes
+
+    names = [s.name for s in parse_schemes("ablations")]
+    assert names == ["paccp-host", *(f"paccp-host-{n}" for n in ABLATIONS)]
+    assert [s.name for s in parse_schemes("tcp, ablations")][:2] == ["tcp", "paccp-host"]
+    with pytest.raises(UserError, match="'paccp-host' given twice"):
+        parse_schemes("paccp-host,ablations")
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,13 +23,25 @@ def test_every_experiment_and_comparison_has_one_job() -> None:
     assert len(ids) == len(set(ids))
     assert sorted(j.id for j in rall.JOBS if not j.is_compare) == sorted(load_all())
     files = sorted(p.stem for p in (ROOT / "scenarios").glob("compare-*.toml"))
-    assert sorted(j.id for j in rall.JOBS if j.is_compare) == files
+    assert sorted(j.id for j in rall.JOBS if j.group == "compare") == files
+    # every comparison file has its ablation job, which runs paccp-host and its ablations on that file
+    assert sorted(j.scenario for j in rall.JOBS if j.group == "ablation") == files
+    ab = next(j for j in rall.JOBS if j.id == "ablation-overcommit")
+    argv = ab.argv(Path("/o"), quick=False, scenarios=ROOT / "scenarios")
+    assert argv[1] == str(ROOT / "scenarios" / "compare-overcommit.toml")
+    assert (
+        argv[argv.index("--schemes") + 1] == "ablations"
+        and argv[argv.index("--out") + 1] == "/o/ablation-overcommit"
+    )
+    assert ab.done_file(Path("/o")) == Path("/o/ablation-overcommit/compare.json")
     assert {j.group for j in rall.JOBS} == set(rall.GROUPS)
     assert rall.default_scenarios() == ROOT / "scenarios"
 
 
 def test_groups_expand() -> None:
-    assert [j.id for j in rall.expand(["all"])] == [j.id for j in rall.JOBS]
+    # all: every group but the ablation, which is asked for by name
+    assert [j.id for j in rall.expand(["all"])] == [j.id for j in rall.JOBS if j.group != "ablation"]
+    assert {j.id for j in rall.expand(["all", "ablation"])} == {j.id for j in rall.JOBS}
     assert {j.id for j in rall.expand(["softbw"])} == {j.id for j in rall.JOBS if j.group == "softbw"}
     assert [j.id for j in rall.expand(["compare-overcommit", "fig4a", "fig4a"])] == [
         "fig4a",
@@ -48,9 +60,10 @@ def _fake(calls: list[list[str]], fail: str | None = None):  # type: ignore[no-u
         if job == fail:
             return rall._Result("failed", 0.1, 0.0, 3)
         out = Path(cmd[cmd.index("--out") + 1])
-        target = out if job.startswith("compare-") else out / job
+        compare = job.startswith(("compare-", "ablation-"))
+        target = out if compare else out / job
         target.mkdir(parents=True, exist_ok=True)
-        name = "compare.json" if job.startswith("compare-") else "summary.json"
+        name = "compare.json" if compare else "summary.json"
         (target / name).write_text(json.dumps({"title": job, "checks": []}))
         return rall._Result("done", 0.2, 0.1, 0)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from paccp.compare.schemes import SCHEMES
+from paccp.compare.schemes import SCHEME_SETS, SCHEMES
 from paccp.errors import UserError
 
 DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp,paccp-host"
@@ -19,7 +19,11 @@ def compare(
     schemes: str = typer.Option(
         DEFAULT_SCHEMES,
         "--schemes",
-        help="comma-separated, any of: " + ", ".join(SCHEMES) + " (default: all but the ablations)",
+        help="comma-separated, any of: "
+        + ", ".join(SCHEMES)
+        + "; or "
+        + ", ".join(SCHEME_SETS)
+        + " (paccp-host and each of its ablations; default: all but the ablations)",
     ),
     quick: bool = typer.Option(
         False, "--quick", help="scaled down as the file's [compare.quick] table says (what the tests run)"

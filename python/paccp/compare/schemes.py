@@ -331,15 +331,25 @@ SCHEMES: dict[str, Scheme] = {
 }
 
 
+SCHEME_SETS: dict[str, tuple[str, ...]] = {
+    "ablations": ("paccp-host", *(f"paccp-host-{n}" for n in _host.ABLATIONS)),
+}
+"""Names ``--schemes`` takes for several schemes at once: ``ablations`` is paccp-host and every ablation of
+it (one part off each), the runs ``paccp reproduce ablation`` makes."""
+
+
 def parse_schemes(text: str) -> list[Scheme]:
-    """``paccp-vbp,softbw,...`` to schemes (UserError naming an unknown one)."""
+    """``paccp-vbp,softbw,...`` to schemes, a set of :data:`SCHEME_SETS` standing for its members
+    (UserError naming an unknown one)."""
     names = [s.strip() for s in text.split(",") if s.strip()]
+    names = [m for n in names for m in SCHEME_SETS.get(n, (n,))]
     if not names:
         raise UserError("--schemes: give at least one scheme")
     out = []
     for n in names:
         if n not in SCHEMES:
-            raise UserError(f"--schemes: unknown scheme {n!r} (known: {', '.join(SCHEMES)})")
+            known = ", ".join([*SCHEMES, *SCHEME_SETS])
+            raise UserError(f"--schemes: unknown scheme {n!r} (known: {known})")
         if SCHEMES[n] in out:
             raise UserError(f"--schemes: {n!r} given twice")
         out.append(SCHEMES[n])

@@ -98,7 +98,7 @@ def print_run_table(summary: dict[str, Any], out: Path) -> None:
 
 def reproduce(
     experiments: list[str] = typer.Argument(
-        ..., help="experiment ids (listed above), or all / paccp / softbw / mptcp / compare"
+        ..., help="experiment ids (listed above), or all / paccp / softbw / mptcp / compare / ablation"
     ),
     out: Path = typer.Option(..., "--out", help="output directory; each experiment writes DIR/<id>/"),
     duration: str | None = typer.Option(None, "--duration", help="simulated time per run, e.g. 200ms"),
@@ -141,7 +141,8 @@ def reproduce(
     mptcp-table3 mptcp-fair mptcp-sched mptcp-rcvbuf mptcp-cc mptcp-wc mptcp-clos (MPTCP BG/WC).
 
     \b
-    Groups: all, paccp, softbw, mptcp, compare (every scheme comparison, compare-<name> for one): each
+    Groups: all, paccp, softbw, mptcp, compare (every scheme comparison, compare-<name> for one),
+    ablation (not in all: paccp-host and each of its ablations on every comparison file): each
     experiment a child process, --workers at a time, complete ones skipped (rerun to resume), logs in
     DIR/logs, then DIR/report.html and DIR/reproduce-all.json (wall time, load, commit).
     """

@@ -1,5 +1,7 @@
 """``paccp reproduce all`` (and the groups ``paccp``, ``softbw``, ``mptcp``, ``compare``): every experiment
 of the three papers and every scheme comparison at full size, in parallel, resumable, with one report.
+The group ``ablation`` (not part of ``all``) runs paccp-host and each of its ablations on the shipped
+comparison files.
 
 Each job is one existing command (``paccp reproduce ID`` or ``paccp compare FILE``) run as a child process
 with its output in ``DIR/logs/<job>.log``, so a crash or a memory peak of one job never takes the others
@@ -32,27 +34,40 @@ from typing import Any
 
 from paccp.errors import UserError
 
-GROUPS = ("paccp", "softbw", "mptcp", "compare")
-"""Groups of ``paccp reproduce``; ``all`` is every group."""
+GROUPS = ("paccp", "softbw", "mptcp", "compare", "ablation")
+"""Groups of ``paccp reproduce``; ``all`` is every group but ``ablation``."""
+
+IN_ALL = GROUPS[:-1]
+"""The groups ``all`` runs: the ablation group (about 25 more minutes on 2 cores) is asked for by name."""
+
+COMPARE_GROUPS = ("compare", "ablation")
+"""Groups whose jobs are ``paccp compare`` runs (``compare.json``)."""
 
 
 @dataclass(frozen=True)
 class Job:
     """One command of the reproduction."""
 
-    id: str  # the experiment id, or compare-<name> for scenarios/compare-<name>.toml
+    id: str  # the experiment id, compare-<name> for scenarios/compare-<name>.toml, ablation-<name> for it
     group: str  # one of GROUPS
     minutes: float  # rough wall time on 2 quiet cores: the longest jobs start first
 
     @property
     def is_compare(self) -> bool:
-        return self.group == "compare"
+        return self.group in COMPARE_GROUPS
+
+    @property
+    def scenario(self) -> str:
+        """The comparison file's stem (``compare-<name>``) of a comparison job."""
+        return "compare-" + self.id.split("-", 1)[1] if self.group == "ablation" else self.id
 
     def argv(self, out: Path, *, quick: bool, scenarios: Path) -> list[str]:
         """The ``paccp`` arguments that run this job into ``out``."""
         if self.is_compare:
-            args = ["compare", str(scenarios / f"{self.id}.toml"), "--out", str(out / self.id)]
+            args = ["compare", str(scenarios / f"{self.scenario}.toml"), "--out", str(out / self.id)]
             args += ["--workers", "1"]  # the jobs are the parallelism
+            if self.group == "ablation":
+                args += ["--schemes", "ablations"]  # paccp.compare.schemes.SCHEME_SETS
         else:
             args = ["reproduce", self.id, "--out", str(out)]
         return args + (["--quick"] if quick else [])
@@ -90,6 +105,11 @@ JOBS: tuple[Job, ...] = (
     Job("compare-overcommit", "compare", 0.2),
     Job("compare-overcommit-3class", "compare", 0.5),
     Job("compare-generalise-4class", "compare", 3),
+    Job("ablation-leafspine-websearch", "ablation", 9),
+    Job("ablation-clos-mapreduce", "ablation", 11),
+    Job("ablation-overcommit", "ablation", 0.4),
+    Job("ablation-overcommit-3class", "ablation", 1),
+    Job("ablation-generalise-4class", "ablation", 5.5),
 )
 
 RECORD = "reproduce-all.json"
@@ -107,7 +127,7 @@ def expand(names: list[str]) -> list[Job]:
     wanted: set[str] = set()
     for name in names:
         if name == "all":
-            wanted |= set(by_id)
+            wanted |= {j.id for j in JOBS if j.group in IN_ALL}
         elif name in GROUPS:
             wanted |= {j.id for j in JOBS if j.group == name}
         elif name in by_id:
@@ -213,8 +233,10 @@ def reproduce_all(
     jobs = expand(names)
     scen = scenarios or default_scenarios()
     for j in jobs:
-        if j.is_compare and not (scen / f"{j.id}.toml").is_file():
-            raise UserError(f"{j.id}: {scen / (j.id + '.toml')} not found (run from a PACCP source tree)")
+        if j.is_compare and not (scen / f"{j.scenario}.toml").is_file():
+            raise UserError(
+                f"{j.id}: {scen / (j.scenario + '.toml')} not found (run from a PACCP source tree)"
+            )
     check_out_dir(out)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
