@@ -212,6 +212,15 @@ def _fails(args: list[str], want: str, capsys: pytest.CaptureFixture[str]) -> No
     assert err.count("\n") == 1 and want in err, err
 
 
+def test_a_gain_is_the_gamers_rate_over_the_mean_at_k1_seed_by_seed() -> None:
+    from paccp.compare.measure import gaming_gains
+
+    ref = {1: (100.0, 200.0), 2: (90.0, 0.0), 3: (50.0, 100.0)}
+    cur = {1: (300.0, 150.0), 2: (80.0, 70.0), 3: (100.0, 50.0), 4: (1.0, 1.0)}
+    # seed 2 has no rate at k = 1 and seed 4 no run at k = 1: neither counts
+    assert gaming_gains(ref, cur) == [1.5, 1.0]
+
+
 def test_a_scheme_set_stands_for_its_members_once() -> None:
     from paccp.compare.host_scheme import ABLATIONS
     from paccp.compare.schemes import parse_schemes

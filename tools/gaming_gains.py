@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paccp.compare.measure import evaluate, gaming_rates
+from paccp.compare.measure import evaluate, gaming_gains, gaming_rates
 from paccp.compare.schemes import parse_schemes
 from paccp.compare.setup import gaming_setup
 from paccp.compare.spec import load_spec
@@ -37,7 +37,8 @@ def gains(path: Path, scheme: str, seeds: list[int] | None) -> tuple[str, list[i
             setup = gaming_setup(g, k, seed, spec.cfg.window, spec.base.get("transport"))
             point = resolve(Point(scenario=s.build(setup), params={}), where=f"{path} k={k} seed {seed}")
             rates[(k, seed)] = gaming_rates(evaluate(point), setup)
-    means = [float(np.mean([rates[(k, sd)][0] / rates[(1, sd)][1] for sd in seeds])) for k in g.k]
+    ref = {sd: rates[(1, sd)] for sd in seeds}
+    means = [float(np.mean(gaming_gains(ref, {sd: rates[(k, sd)] for sd in seeds}))) for k in g.k]
     return g.where, list(g.k), means
 
 

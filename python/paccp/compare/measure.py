@@ -383,6 +383,12 @@ def gaming_rates(raw: dict[str, Any], setup: Setup) -> tuple[float, float]:
     return rates[setup.gamer], float(np.mean(list(rates.values())))
 
 
+def gaming_gains(ref: dict[int, tuple[float, float]], cur: dict[int, tuple[float, float]]) -> list[float]:
+    """Per seed, the gain of the many-connection VM: its rate at k (``cur``) over the mean rate of every VM
+    at k = 1 (``ref``), both as :func:`gaming_rates` gives them, for the seeds both have."""
+    return [cur[sd][0] / ref[sd][1] for sd in cur if sd in ref and ref[sd][1] > 0]
+
+
 def money(x: Decimal) -> float:
     """A price as a float for JSON and plots (the exact value stays in the pricing code)."""
     return float(x)

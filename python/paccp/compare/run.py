@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from paccp.compare.measure import MEASURE_VERSION, RAW_KEYS, evaluate, gaming_rates, score_run
+from paccp.compare.measure import (
+    MEASURE_VERSION,
+    RAW_KEYS,
+    evaluate,
+    gaming_gains,
+    gaming_rates,
+    score_run,
+)
 from paccp.compare.schemes import SCHEMES, Scheme, VmUse
 from paccp.compare.setup import Setup, build_setup, gaming_setup
 from paccp.compare.spec import Spec, book_path, load_spec
@@ -232,7 +239,7 @@ def aggregate(
             rows = {}
             for k in g.k:
                 cur = gaming.get((f"k={k}", s.name), {})
-                gains = [cur[sd][0] / ref[sd][1] for sd in cur if sd in ref and ref[sd][1] > 0]
+                gains = gaming_gains(ref, cur)
                 rows[str(k)] = {
                     "gain": mean_ci(gains),
                     "rate_bps": mean_ci([v[0] for v in cur.values()]),
