@@ -17,19 +17,18 @@ from pathlib import Path
 import numpy as np
 
 from paccp.compare.measure import evaluate, gaming_gains, gaming_rates
-from paccp.compare.schemes import parse_schemes
+from paccp.compare.schemes import Scheme, parse_schemes
 from paccp.compare.setup import gaming_setup
 from paccp.compare.spec import load_spec
 from paccp.sim.sweep import Point, resolve
 
 
-def gains(path: Path, scheme: str, seeds: list[int] | None) -> tuple[str, list[int], list[float]]:
-    """(where, the file's k, the mean gain at each k) of ``scheme`` on ``path``'s gaming point."""
+def gains(path: Path, s: Scheme, seeds: list[int] | None) -> tuple[str, list[int], list[float]]:
+    """(where, the file's k, the mean gain at each k) of scheme ``s`` on ``path``'s gaming point."""
     spec = load_spec(path)
     g = spec.cfg.gaming
     if g is None:
         raise SystemExit(f"{path}: no [compare.gaming] table")
-    (s,) = parse_schemes(scheme)
     seeds = seeds or list(spec.cfg.seeds)
     rates = {}
     for k in g.k:
@@ -44,16 +43,16 @@ def gains(path: Path, scheme: str, seeds: list[int] | None) -> tuple[str, list[i
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("schemes", help="comma-separated scheme names (paccp compare --schemes)")
+    ap.add_argument("schemes", help="comma-separated scheme names or sets, as paccp compare --schemes")
     ap.add_argument("files", nargs="+", type=Path, help="comparison files with a [compare.gaming] table")
     ap.add_argument("--seeds", help="comma-separated seeds (default: the file's)")
     a = ap.parse_args()
     seeds = [int(x) for x in a.seeds.split(",")] if a.seeds else None
     for f in a.files:
-        for scheme in a.schemes.split(","):
-            where, ks, means = gains(f, scheme.strip(), seeds)
+        for s in parse_schemes(a.schemes):
+            where, ks, means = gains(f, s, seeds)
             cells = " ".join(f"k={k}:{m:.2f}" for k, m in zip(ks, means, strict=True))
-            print(f"{f.stem} {where} {scheme.strip()} {cells}", flush=True)
+            print(f"{f.stem} {where} {s.name} {cells}", flush=True)
 
 
 if __name__ == "__main__":
