@@ -168,8 +168,11 @@ def test_host_fabric_law(root: None, tmp_path: Path) -> None:
     assert r["utilisation"] >= 0.85, r["utilisation"]
     assert 1.5 <= m["a2"] / m["a1"] <= 2.5, m  # omega 2 vs 1 on the same host
     assert m["b1"] >= 0.95 * 0.25 * RATE, m  # its guarantee
-    # without enforcement the 24-connection guest takes more than with it
-    assert (base["goodput_bps"]["b1"] or 0) > 1.2 * m["b1"], (base["goodput_bps"], m)
+    # without enforcement some VM is far from its optimum (which host's VMs lose varies from run to run:
+    # the 24-connection guest took 5.8 Mb/s in one run, 59-73 in six others)
+    opt = {g["name"]: g["optimum_bps"] for g in s["guests"]}
+    vm, x = hb.fifo_worst(base, opt)
+    assert x > 2 or x < 0.5, (vm, x, base["goodput_bps"])
     _no_leftovers()
 
 

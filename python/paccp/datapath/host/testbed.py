@@ -468,6 +468,25 @@ def _fifo_check(s: Series, vm: str, what: str) -> dict[str, Any]:
     )
 
 
+def fifo_worst(base: dict[str, Any], opt: dict[str, float]) -> tuple[str, float]:
+    """The VM furthest from its optimum without enforcement (by the ratio, either way) and that ratio."""
+    ratios = {vm: (base["goodput_bps"].get(vm) or 0) / o for vm, o in opt.items() if o > 0}
+    vm = max(ratios, key=lambda v: max(ratios[v], 1 / max(ratios[v], 1e-9)))
+    return vm, ratios[vm]
+
+
+def _fifo_off_check(s: Series) -> dict[str, Any]:
+    # either host's VMs may lock the other's out at one drop-tail FIFO (b1 got 59-73 Mb/s of 100, or 5.8)
+    vm, x = fifo_worst(s.base, s.opt)
+    return _check(
+        f"without enforcement (one FIFO) some VM gets more than {GAIN_MAX:g} x its optimum or less than"
+        f" 1 / {GAIN_MAX:g} of it (the test can fail)",
+        "best effort is unfair",
+        f"{vm}: {x:.2f}",
+        x > GAIN_MAX or x < 1 / GAIN_MAX,
+    )
+
+
 def _series_summary(
     exp: str, s: Series, gs: list[Guest], duration_s: float, checks: list[Any]
 ) -> dict[str, Any]:
@@ -575,6 +594,6 @@ def exp_fabric(rate: str, duration_s: float, runs: int, out: Path) -> dict[str, 
                 min(fr) >= WINDOW_SHARE,
             )
         )
-    checks.append(_fifo_check(se, "b1", "24 connections"))
+    checks.append(_fifo_off_check(se))
     checks.append(_driven_check(se, "fabric link"))
     return _finish(out, _series_summary("host-fabric", se, gs, duration_s, checks), se.recs, se.metrics)
