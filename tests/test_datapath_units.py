@@ -102,3 +102,14 @@ def test_testbed_usage_file_roundtrip(tmp_path: Path) -> None:
     recs = tu.softbw_records("softbw-share", "1-4-softbw", w, 45_000_000, {"v1": 47e6})
     path = tu.write(tmp_path / "x", recs)
     assert list(read_usage(path)) == recs
+
+
+def test_the_fifo_check_finds_the_vm_furthest_from_its_optimum_either_way() -> None:
+    from paccp.datapath.host.testbed import fifo_worst
+
+    opt = {"a": 20.0, "b": 40.0, "c": 10.0}
+    # c at 3x its optimum is further off than a at 0.5x
+    assert fifo_worst({"goodput_bps": {"a": 10.0, "b": 40.0, "c": 30.0}}, opt) == ("c", 3.0)
+    # a at 0.1x (10x below) is further off than c at 2x; a VM with no goodput record counts as 0
+    assert fifo_worst({"goodput_bps": {"a": 2.0, "b": 40.0, "c": 20.0}}, opt) == ("a", 0.1)
+    assert fifo_worst({"goodput_bps": {"a": 20.0, "c": 10.0}}, opt) == ("b", 0.0)
