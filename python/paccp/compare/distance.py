@@ -264,7 +264,7 @@ def _sub_intervals(slots: list[tuple[int, int]]) -> list[tuple[list[int], float]
 def distance_to_optimum(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
     """Share of (backlogged VM, window) pairs within 10 % of the optimum share, and the median relative
     error, overall and per class (module docstring)."""
-    return _score(window_shares(raw, setup), setup)
+    return score_series(window_shares(raw, setup), setup)
 
 
 def whole_segment_bound(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
@@ -273,11 +273,15 @@ def whole_segment_bound(raw: dict[str, Any], setup: Setup) -> dict[str, Any]:
     scored window), scored as :func:`distance_to_optimum` scores the run. At a share of a few segments
     per window "within 10 %" means one exact count, which even this ideal misses in some windows."""
     series = window_shares(raw, setup)
-    if series is not None:
-        w_s = raw["window_ns"] / 1e9
-        seg_bits = (raw["mtu"] - raw["header"]) * 8
-        series = {vm: _in_whole_segments(wins, w_s, seg_bits) for vm, wins in series.items()}
-    return _score(series, setup)
+    return score_series(None if series is None else whole_segment_series(series, raw), setup)
+
+
+def whole_segment_series(series: Series, raw: dict[str, Any]) -> Series:
+    """``series`` (of :func:`window_shares`) with each VM's rate replaced by the ideal scheduler's of
+    :func:`whole_segment_bound`."""
+    w_s = raw["window_ns"] / 1e9
+    seg_bits = (raw["mtu"] - raw["header"]) * 8
+    return {vm: _in_whole_segments(wins, w_s, seg_bits) for vm, wins in series.items()}
 
 
 def _in_whole_segments(
@@ -294,7 +298,7 @@ def _in_whole_segments(
     return out
 
 
-def _score(series: Series | None, setup: Setup) -> dict[str, Any]:
+def score_series(series: Series | None, setup: Setup) -> dict[str, Any]:
     """Each (VM, window)'s relative error |got - share| / denominator, summarised per class."""
     if series is None:
         return {"within": None, "median_err": None, "samples": 0, "classes": {}}
