@@ -13,7 +13,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from paccp.compare.distance import WITHIN, score_series, whole_segment_series, window_shares
+from paccp.compare.distance import is_within, score_series, whole_segment_series, window_shares
 from paccp.compare.measure import evaluate
 from paccp.compare.run import load_spec, plan
 from paccp.compare.schemes import SCHEMES
@@ -68,7 +68,7 @@ PER_VM_BAR = 0.95
 def per_vm_within(wins: dict[int, tuple[float, float, float]]) -> float:
     """The share of one VM's scored windows within 10 % of its optimum share."""
     errs = [abs(got - x) / den for got, x, den in wins.values()]
-    return sum(e <= WITHIN for e in errs) / len(errs) if errs else 1.0
+    return sum(bool(is_within(e)) for e in errs) / len(errs) if errs else 1.0
 
 
 if __name__ == "__main__":

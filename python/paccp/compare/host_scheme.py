@@ -77,4 +77,5 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-merge": {"merge": False},
     "no-turns": {"turns": False},
     "no-dedup": {"dedup": False},
+    "no-retag": {"retag": False},
 }

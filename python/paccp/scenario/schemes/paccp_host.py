@@ -10,6 +10,8 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
     per_vm = true         # a VM's flows share one queue and one weight (false: one queue per flow, ablation)
     hold = "1ms"          # a VM stays in the solved set this long after its last waiting packet
     resolve = "1ms"       # re-solve at least this often (and whenever the active set changes)
+    retag = true          # a re-solve rescales the service a VM's scheduler tag still owes to its new
+                          # share (false: the packet is served at its old share, ablation)
     window = "law"        # the receive window the host imposes on each connection (AC/DC TCP / vCC style):
                           # law: PACCP's law per connection (the VM's pair split over its connections)
                           # from the queueing delay beyond the host, capped so that a VM never has more
@@ -67,6 +69,7 @@ class PaccpHost(_M):
     per_vm: bool = True
     hold: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
     resolve: Duration = Field(default=parse_duration_ns("1ms"), gt=0)
+    retag: bool = True
     window: Literal["law", "cap", "off"] = "law"
     mark: Duration = Field(default=parse_duration_ns("50us"), gt=0)
     queue: Duration = Field(default=parse_duration_ns("500us"), gt=0)
@@ -105,6 +108,7 @@ class PaccpHost(_M):
             "per_vm": self.per_vm,
             "hold_ns": self.hold,
             "resolve_ns": self.resolve,
+            "retag": self.retag,
             "window": None,
         }
         if self.window != "off":

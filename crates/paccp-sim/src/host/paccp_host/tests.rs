@@ -251,6 +251,7 @@ fn windowed_with(theta: u64, omega: f64, law: bool, start: bool, loss: bool) -> 
         Params {
             alloc: Alloc::Optimum,
             per_vm: true,
+            retag: true,
             hold_ps: 1_000_000_000,
             resolve_ps: 1_000_000_000,
             window: cfg.window,
@@ -968,4 +969,47 @@ fn a_retransmission_of_a_segment_still_in_the_host_queue_is_dropped() {
         assert!(matches!(q.pop(0), Pop::Packet(_)));
         assert!(!q.holds_copy(&seg(3, 7), key(0)));
     }
+}
+
+/// Two best-effort VMs share a 1 Gb/s port; a VM whose guarantee is the whole port joins. Returns
+/// how many of the 10 packets the port sends after the join are the best-effort VMs'.
+fn best_effort_after_a_join(retag: bool) -> usize {
+    let mut c = cfg(&[(0, 1.0), (0, 1.0), (1_000_000_000, 1.0)], true, "optimum");
+    c["retag"] = json!(retag);
+    let maker = parse(&c, &crate::host::softbw::tests::vms(3)).expect("valid config");
+    let mut port = PerVm::new(BufCfg::Packets(1000), maker(0));
+    let tx_ps = 12_000_000u64; // 1500 B at 1 Gb/s
+    for f in 0..2u32 {
+        for seq in 0..20 {
+            let mut p = pkt(f, 0, 1500);
+            p.seq = seq;
+            port.push(p, key(f));
+        }
+    }
+    let mut now = 0u64;
+    let mut pop = |port: &mut PerVm, now: &mut u64| match port.pop(*now) {
+        Pop::Packet(p) => {
+            *now += tx_ps;
+            p.flow
+        }
+        other => panic!("work conserving, got {other:?}"),
+    };
+    for _ in 0..4 {
+        pop(&mut port, &mut now); // VM 0, 1, 0, 1: each has its next tag one packet ahead
+    }
+    for seq in 0..20 {
+        let mut p = pkt(2, 0, 1500);
+        p.seq = seq;
+        port.push(p, key(2));
+    }
+    (0..10).filter(|_| pop(&mut port, &mut now) != 2).count()
+}
+
+#[test]
+fn a_share_that_falls_applies_to_the_packet_already_tagged() {
+    // the joiner's guarantee fills the port, so best effort's share falls to 0: re-tagged, the
+    // best-effort VMs' pending tags move out of reach while the joiner is backlogged; without it
+    // each still has one packet served at its old share of 500 Mb/s
+    assert_eq!(best_effort_after_a_join(true), 0);
+    assert_eq!(best_effort_after_a_join(false), 2);
 }
