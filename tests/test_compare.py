@@ -119,7 +119,7 @@ def test_heldout_comparison_files_validate_at_full_size() -> None:
     from paccp.compare.spec import load_spec
 
     files = sorted((REPO / "scenarios" / "heldout").glob("compare-*.toml"))
-    assert len(files) == 5 and not {p.name for p in files} & {p.name for p in SCENARIOS.values()}
+    assert len(files) == 6 and not {p.name for p in files} & {p.name for p in SCENARIOS.values()}
     for p in files:
         spec = load_spec(p)
         for point in spec.cfg.points:
@@ -265,3 +265,17 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
         p.write_text(text)
         _fails(["compare", str(p), "--out", out, "--quick"], want, capsys)
     assert not (tmp_path / "o").exists()
+
+
+def test_the_table_shows_the_vms_below_the_per_vm_bar() -> None:
+    """The main table's column of the issue's per-VM bar: the VMs within 10 % of their optimum share in
+    fewer than 95 % of their windows, mean ± CI over seeds, of the VMs scored; "–" for a run without
+    the distance score."""
+    from paccp.report.tables import score_rows
+
+    bare = {"classes": {}, "utilisation": None}
+    r = {**bare, "distance_vms": 120, "distance_vms_below": {"mean": 1.0, "ci95": 0.5}}
+    doc = {"purchases": [], "schemes": ["a", "b"], "results": {"p": {"a": r, "b": bare}}}
+    header, rows = score_rows(doc, "p")
+    col = header.index("VMs < 95 % within")
+    assert [row[col] for row in rows] == ["1.0 ± 0.5 of 120", "–"]

@@ -163,8 +163,8 @@ def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
     """Score definitions: a VM that joins 0.3 ms into a 5 ms window is present 94 % of it (its guarantee
     makes that window over-committed, not feasible); the distance reference of a window is the time
     average of the optimum over it: a gold VM guaranteed more than the NIC joining 0.4 into a window
-    leaves best effort the whole NIC for 3/8 of it (the join rounded to an eighth) and nothing after, so
-    best effort's reference is 3/8 of the NIC, not 0 (one optimum with gold weighted by its presence)
+    leaves best effort the whole NIC for 0.4 of it (the join rounded to a 200th) and nothing after, so
+    best effort's reference is 0.4 of the NIC, not 0 (one optimum with gold weighted by its presence)
     nor the whole NIC; a VM is scored only in the windows it was backlogged throughout."""
     from types import SimpleNamespace
 
@@ -200,7 +200,31 @@ def test_a_vm_joining_mid_window_counts_for_the_time_it_was_there() -> None:
     got0, share0, _ = series["be"][0]
     got1, share1, _ = series["be"][1]
     assert abs(share0 - 1e9) < 1e3 and abs(got0 - 1e9) < 1e3
-    assert abs(share1 - 0.375e9) < 1e3 and abs(got1 - 0.375e9) < 1e3
+    assert abs(share1 - 0.4e9) < 1e3 and abs(got1 - 0.375e9) < 1e3
+
+
+def test_the_per_vm_bar_counts_an_error_of_exactly_ten_percent_as_within() -> None:
+    """Score definitions: 10 segments against a share of 100/9 is an error of exactly 10 %, within 10 %
+    (its float is 0.1 + 4e-16); 9 segments is not. A VM within 10 % in 19 of its 20 windows meets the
+    per-VM bar (95 %), one within in 18 of 20 does not, and ``score_series`` counts the VMs below it."""
+    from types import SimpleNamespace
+
+    from paccp.compare.distance import is_within, per_vm_within, score_series
+
+    seg = 1460 * 8 / 0.005
+    share = 100 / 9 * seg
+    assert abs(10 * seg - share) / share > 0.1  # the rounding the slack is for
+    assert is_within(abs(10 * seg - share) / share) and not is_within(abs(9 * seg - share) / share)
+    one_miss = {k: (share if k else 9 * seg, share, share) for k in range(20)}
+    two_misses = {k: (share if k > 1 else 9 * seg, share, share) for k in range(20)}
+    assert per_vm_within(one_miss) == 0.95 and per_vm_within(two_misses) == 0.9
+    setup = SimpleNamespace(
+        vms=[SimpleNamespace(id=v, purchase=SimpleNamespace(name="BE")) for v in ("a", "b", "c")]
+    )
+    series = {"a": one_miss, "b": two_misses, "c": {k: (10 * seg, share, share) for k in range(20)}}
+    s = score_series(series, setup)  # type: ignore[arg-type]
+    assert (s["vms"], s["vms_below"]) == (3, 1)
+    assert abs(s["within"] - 57 / 60) < 1e-12
 
 
 def test_an_ideal_scheduler_in_whole_segments_misses_small_shares() -> None:

@@ -13,7 +13,13 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from paccp.compare.distance import is_within, score_series, whole_segment_series, window_shares
+from paccp.compare.distance import (
+    PER_VM_BAR,
+    per_vm_within,
+    score_series,
+    whole_segment_series,
+    window_shares,
+)
 from paccp.compare.measure import evaluate
 from paccp.compare.run import load_spec, plan
 from paccp.compare.schemes import SCHEMES
@@ -59,16 +65,6 @@ def main() -> None:
     )
     for seed, (n, ours_n, best_n) in zip(seeds, below, strict=True):
         print(f"  seed {seed}: {a.scheme} {ours_n} of {n}, ideal in whole segments {best_n} of {n}")
-
-
-PER_VM_BAR = 0.95
-"""The issue's per-VM bar: every VM within 10 % of its optimum share in at least this share of its windows."""
-
-
-def per_vm_within(wins: dict[int, tuple[float, float, float]]) -> float:
-    """The share of one VM's scored windows within 10 % of its optimum share."""
-    errs = [abs(got - x) / den for got, x, den in wins.values()]
-    return sum(bool(is_within(e)) for e in errs) / len(errs) if errs else 1.0
 
 
 if __name__ == "__main__":

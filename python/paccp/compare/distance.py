@@ -308,15 +308,28 @@ def _in_whole_segments(
 
 
 def score_series(series: Series | None, setup: Setup) -> dict[str, Any]:
-    """Each (VM, window)'s relative error |got - share| / denominator, summarised per class."""
+    """Each (VM, window)'s relative error |got - share| / denominator, summarised per class; and the
+    issue's per-VM bar: ``vms`` scored, ``vms_below`` within 10 % in fewer than :data:`PER_VM_BAR` of
+    their windows."""
     if series is None:
-        return {"within": None, "median_err": None, "samples": 0, "classes": {}}
+        return {"within": None, "median_err": None, "samples": 0, "classes": {}, "vms": 0, "vms_below": None}
     cls = {v.id: v.purchase.name for v in setup.vms}
     errs: dict[str, list[float]] = defaultdict(list)
     for vm, wins in series.items():
         for got, x, den in wins.values():
             errs[cls[vm]].append(abs(got - x) / den)
-    return _summary(errs)
+    below = sum(per_vm_within(wins) < PER_VM_BAR for wins in series.values())
+    return {**_summary(errs), "vms": len(series), "vms_below": below}
+
+
+PER_VM_BAR = 0.95
+"""The issue's per-VM bar: every VM within 10 % of its optimum share in at least this share of its windows."""
+
+
+def per_vm_within(wins: dict[int, tuple[float, float, float]]) -> float:
+    """The share of one VM's scored windows (of a :data:`Series`) within 10 % of its optimum share."""
+    errs = [abs(got - x) / den for got, x, den in wins.values()]
+    return sum(bool(is_within(e)) for e in errs) / len(errs) if errs else 1.0
 
 
 def _rates_of(probs: list[Problem]) -> list[dict[str, float]]:

@@ -273,6 +273,8 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
         "shuffle": _shuffle(runs),
         "distance_within": mc([r["distance"]["within"] for r in runs]),
         "distance_median_err": mc([r["distance"]["median_err"] for r in runs]),
+        "distance_vms": max((r["distance"].get("vms", 0) for r in runs), default=0),
+        "distance_vms_below": mc([r["distance"].get("vms_below") for r in runs]),
         "classes": {},
         "per_vm": {},
     }
