@@ -987,7 +987,7 @@ fn best_effort_after_a_join(retag: bool) -> usize {
         }
     }
     let mut now = 0u64;
-    let mut pop = |port: &mut PerVm, now: &mut u64| match port.pop(*now) {
+    let pop = |port: &mut PerVm, now: &mut u64| match port.pop(*now) {
         Pop::Packet(p) => {
             *now += tx_ps;
             p.flow
