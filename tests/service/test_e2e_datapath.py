@@ -142,6 +142,12 @@ def _run(testbed: Any, tmp_path: Path) -> None:
             applied_s = time.monotonic() - t
             after = _rates(cgids, max(0.2, 1.0 - (time.monotonic() - t)))
             measured_s = time.monotonic() - t
+            # once (a suite run of 2026-11-29) no VM's counter moved in this window; say what the
+            # datapath held then instead of dividing by zero
+            assert sum(after.values()) > 0, (
+                f"no VM's bytes moved in {measured_s - applied_s:.2f} s after the purchase (applied in "
+                f"{applied_s:.3f} s); before {before}; datapath VMs {metering.status_vms()}"
+            )
             share1 = after["vm1"] / sum(after.values())
             print(
                 f"applied in {applied_s:.3f} s; vm1 share {share0:.2f} -> {share1:.2f} in {measured_s:.2f} s;"
