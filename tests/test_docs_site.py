@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -170,6 +171,28 @@ def test_results_pages_come_from_the_reproduction(tmp_path: Path) -> None:
     assert {p.name: p.read_text() for p in out.glob("*.md")} == before
     with pytest.raises(UserError, match=r"no reproduce-all\.json"):
         write_pages(tmp_path, out)
+
+
+def test_results_pages_refuse_to_drop_the_pages_of_jobs_the_reproduction_lacks(tmp_path: Path) -> None:
+    """Pages written from a full reproduction, then regenerated from a directory holding one job only:
+    an error names the jobs whose pages would go, and nothing is written; with ``replace`` they go."""
+    from paccp.errors import UserError
+    from paccp.report.results_pages import write_pages
+
+    src, out = _fixture(tmp_path), tmp_path / "site" / "results"
+    write_pages(src, out)
+    part = tmp_path / "part"
+    part.mkdir()
+    shutil.copytree(src / "softbw-share", part / "softbw-share")
+    record = json.loads((src / "reproduce-all.json").read_text())
+    record["jobs"] = {"softbw-share": record["jobs"]["softbw-share"]}
+    (part / "reproduce-all.json").write_text(json.dumps(record))
+    before = {p.name: p.read_text() for p in out.glob("*.md")}
+    with pytest.raises(UserError, match=r"has no fig4a \(1 job\(s\) with pages in .*--replace"):
+        write_pages(part, out)
+    assert {p.name: p.read_text() for p in out.glob("*.md")} == before
+    pages = write_pages(part, out, replace=True)
+    assert {p.name for p in pages} == {"index.md", "softbw-share.md"}
 
 
 def test_results_pages_cover_every_attempt_not_only_the_last_group_rerun(tmp_path: Path) -> None:

@@ -174,9 +174,11 @@ def _all_cached(summary: Path) -> bool:
     return isinstance(runs, int) and runs > 0 and doc.get("runs_cached") == runs
 
 
-def write_pages(src: Path, out: Path) -> list[Path]:
+def write_pages(src: Path, out: Path, replace: bool = False) -> list[Path]:
     """Write ``out/index.md`` and one page per job from the reproduction ``src`` (copied to ``out/data``
-    first unless ``src`` is that copy); returns the pages written."""
+    first unless ``src`` is that copy); returns the pages written. The pages are of ``src`` alone, so
+    pages in ``out`` of jobs that ``src`` never ran would be dropped: a UserError names them unless
+    ``replace`` (a directory of ``paccp reproduce compare`` alone once dropped every paper page)."""
     record_path = src / RECORD
     if not record_path.is_file():
         raise UserError(f"{src}: no {RECORD} (run paccp reproduce all --out {src} first)")
@@ -193,6 +195,13 @@ def write_pages(src: Path, out: Path) -> list[Path]:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UserError(f"{record_path}: not a reproduction record ({exc})") from None
     data = out / DATA
+    dropped = sorted(p.parent.name for p in data.glob("*/summary.json") if p.parent.name not in jobs)
+    if dropped and not replace:
+        raise UserError(
+            f"{src} has no {', '.join(dropped[:3])}{' ...' if len(dropped) > 3 else ''} "
+            f"({len(dropped)} job(s) with pages in {out}); run them into {src} too (or regenerate from "
+            f"{data} after adding its jobs there), or pass --replace to drop their pages"
+        )
     if src.resolve() != data.resolve():
         copy_data(src, data, sorted(jobs))
     for old in out.glob("*.md"):

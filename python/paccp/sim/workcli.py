@@ -58,11 +58,14 @@ def docs_results(
     out: Path = typer.Option(
         Path("docs/results"), "--out", help="where the pages go (data/ is copied there)"
     ),
+    replace: bool = typer.Option(
+        False, "--replace", help="drop the pages of jobs the reproduction does not have (else an error)"
+    ),
 ) -> None:
     """Write the results pages (index.md and one page per experiment and comparison) from a reproduction."""
     from paccp.report.results_pages import write_pages
 
-    pages = write_pages(reproduction, out)
+    pages = write_pages(reproduction, out, replace=replace)
     typer.echo(f"wrote {len(pages)} pages in {out}")
 
 
