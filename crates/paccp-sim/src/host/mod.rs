@@ -78,6 +78,12 @@ pub trait Selector: std::fmt::Debug {
     fn drops_copies(&self) -> bool {
         false
     }
+    /// Whether a data packet waiting in its queue is a copy of a segment the host has already seen
+    /// acknowledged (a guest's spurious retransmission): dropped when it comes up for service
+    /// instead of taking its VM's share (the default: never).
+    fn stale(&self, _pkt: &Pkt) -> bool {
+        false
+    }
     /// A flow of VM `vm` starts (its sender on this host; `queues`: the host's queues now): the
     /// receive window (segments) the host imposes on it from its first segment on, as a virtual
     /// switch rewriting the window of the connection's SYN-ACK would (`None`, the default: none).
@@ -185,6 +191,12 @@ impl Selector for AnySelector {
             AnySelector::Custom(s) => s.drops_copies(),
         }
     }
+    fn stale(&self, pkt: &Pkt) -> bool {
+        match self {
+            AnySelector::RoundRobin(_) => false,
+            AnySelector::Custom(s) => s.stale(pkt),
+        }
+    }
     fn recycles_slots(&self) -> bool {
         match self {
             AnySelector::RoundRobin(_) => false,
@@ -252,6 +264,8 @@ pub struct PerVm {
     queues: Vec<VmQueue>,
     buffer: BufCfg,
     selector: AnySelector,
+    /// Packets dropped at the head of their queue since the channel last asked (`Selector::stale`).
+    discarded: u64,
 }
 
 impl PerVm {
@@ -261,6 +275,7 @@ impl PerVm {
             queues: Vec::new(),
             buffer,
             selector,
+            discarded: 0,
         }
     }
 
@@ -328,6 +343,16 @@ impl Qdisc for PerVm {
     }
 
     fn pop(&mut self, now: u64) -> Pop {
+        if self.selector.drops_copies() {
+            // copies of segments the host saw acknowledged go before any queue is chosen, so that
+            // none is charged to its VM's share
+            for q in &mut self.queues {
+                while q.fifo.head().is_some_and(|p| self.selector.stale(p)) {
+                    q.fifo.pop();
+                    self.discarded += 1;
+                }
+            }
+        }
         if self.len() == 0 {
             return Pop::Empty;
         }
@@ -344,6 +369,10 @@ impl Qdisc for PerVm {
                 _ => Pop::Empty,
             },
         }
+    }
+
+    fn take_discarded(&mut self) -> u64 {
+        std::mem::take(&mut self.discarded)
     }
 
     fn bytes(&self) -> u64 {

@@ -1308,6 +1308,10 @@ impl Selector for PaccpHost {
         self.p.window.is_some_and(|f| f.dedup)
     }
 
+    fn stale(&self, pkt: &Pkt) -> bool {
+        !pkt.is_ack && self.conns.get(&pkt.flow).is_some_and(|c| pkt.seq < c.una)
+    }
+
     fn wants_acks(&self) -> bool {
         self.p.window.is_some()
     }

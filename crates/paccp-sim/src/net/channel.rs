@@ -260,7 +260,7 @@ impl Channel {
         if let Some(s) = self.sched.as_mut() {
             s.push(pkt, key);
             if self.busy_until <= now {
-                self.start_next(ch, q, slab);
+                self.start_next(ch, q, slab, stats);
             }
             self.max_queue_bytes = self.max_queue_bytes.max(self.queue_bytes());
             return true;
@@ -280,7 +280,13 @@ impl Channel {
 
     /// Scheduled discipline, serialiser idle at `q.now`: starts serialising the packet the discipline
     /// picks, or schedules a wake-up for when a shaper's bucket allows one.
-    pub(crate) fn start_next(&mut self, ch: u32, q: &mut EventQueue, slab: &mut Slab) {
+    pub(crate) fn start_next(
+        &mut self,
+        ch: u32,
+        q: &mut EventQueue,
+        slab: &mut Slab,
+        stats: &mut NetStats,
+    ) {
         let now = q.now;
         if self.busy_until > now {
             return; // serialising (a stale or duplicate wake-up)
@@ -288,7 +294,9 @@ impl Channel {
         let Some(s) = self.sched.as_mut() else {
             return;
         };
-        match s.pop(now) {
+        let popped = s.pop(now);
+        stats.in_flight -= s.take_discarded();
+        match popped {
             super::qdisc::Pop::Packet(pkt) => {
                 let size = pkt.size as u64;
                 let done = now + self.tx_time(size);

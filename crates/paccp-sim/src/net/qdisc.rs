@@ -54,6 +54,11 @@ pub trait Qdisc: std::fmt::Debug {
     fn holds_copy(&self, _pkt: &Pkt, _key: QKey) -> bool {
         false
     }
+    /// The packets dropped from the queue since the last call as they came up for service (copies of
+    /// segments already acknowledged; the default: none): the caller counts them out of the network.
+    fn take_discarded(&mut self) -> u64 {
+        0
+    }
     /// A flow of VM `vm` (its sender on this host) starts: the receive window (segments) the host
     /// imposes on it from its first segment on, as a virtual switch rewriting the window of the
     /// connection's SYN-ACK would (`None`, the default: none). Called only when

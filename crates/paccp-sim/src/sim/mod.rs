@@ -263,7 +263,7 @@ impl Simulation {
                     c.wait_at = 0;
                 }
                 c.advance(self.q.now, &self.slab);
-                c.start_next(ch, &mut self.q, &mut self.slab);
+                c.start_next(ch, &mut self.q, &mut self.slab, &mut self.stats);
                 if !self.channels[ch as usize].waiters.is_empty() {
                     self.serve_waiters(ch);
                     self.channels[ch as usize].schedule_wake(ch, &mut self.q, &self.slab);
