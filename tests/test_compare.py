@@ -119,7 +119,7 @@ def test_heldout_comparison_files_validate_at_full_size() -> None:
     from paccp.compare.spec import load_spec
 
     files = sorted((REPO / "scenarios" / "heldout").glob("compare-*.toml"))
-    assert len(files) == 6 and not {p.name for p in files} & {p.name for p in SCENARIOS.values()}
+    assert len(files) == 7 and not {p.name for p in files} & {p.name for p in SCENARIOS.values()}
     for p in files:
         spec = load_spec(p)
         for point in spec.cfg.points:
