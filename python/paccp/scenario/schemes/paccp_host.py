@@ -39,8 +39,9 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
                           # turns, the waiting ones behind a zero window that a window update reopens
                           # (false: each keeps a segment waiting in the host queue, ablation)
     dedup = true          # a guest's retransmission of a segment still waiting in its VM's host queue is
-                          # dropped, the original going in its place (false: both take the VM's share,
-                          # ablation)
+                          # dropped, the original going in its place, and a queued copy of a segment the
+                          # host has seen acknowledged is dropped when it comes up for service (false:
+                          # copies take the VM's share, ablation)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
