@@ -1039,7 +1039,10 @@ fn a_copy_of_a_segment_already_acknowledged_is_dropped_when_it_comes_up() {
             Pop::Packet(p) => p.seq,
             other => panic!("a packet, got {other:?}"),
         };
-        assert_eq!((first, q.take_discarded()), if dedup { (2, 1) } else { (1, 0) });
+        assert_eq!(
+            (first, q.take_discarded()),
+            if dedup { (2, 1) } else { (1, 0) }
+        );
         assert_eq!(q.take_discarded(), 0);
     }
 }
