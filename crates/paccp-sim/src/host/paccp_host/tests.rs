@@ -940,22 +940,30 @@ fn a_connection_opens_within_its_vms_share_of_the_host_queue() {
     assert_eq!(h.on_flow_start(&waiting(0, 1), 1, 0, 1_000), Some(1));
 }
 
+/// A host with the law on and copies dropped (`dedup`) or not.
+fn deduplicating(dedup: bool) -> PaccpHost {
+    let mut h = windowed(0, 1.0, true);
+    if let Some(f) = h.p.window.as_mut() {
+        f.dedup = dedup;
+    }
+    h
+}
+
+/// Segment `seq` of connection `flow` (VM 0).
+fn seg(flow: u32, seq: u64) -> Pkt {
+    let mut p = pkt(flow, 0, 1500);
+    p.seq = seq;
+    p
+}
+
 #[test]
 fn a_retransmission_of_a_segment_still_in_the_host_queue_is_dropped() {
     // held-out file compare-unseen-4host at 2.7x: a 9.4 Mb/s VM's segment waits 1.3 ms for its
     // share, its guests' RTO comes down to that and fires spuriously; the copies they retransmit
     // took the VM's share (a 16-connection VM delivered 0.5 segments per ms of its 0.78)
     for dedup in [true, false] {
-        let mut h = windowed(0, 1.0, true);
-        if let Some(f) = h.p.window.as_mut() {
-            f.dedup = dedup;
-        }
+        let h = deduplicating(dedup);
         let mut q = PerVm::new(BufCfg::Packets(100), AnySelector::Custom(Box::new(h)));
-        let seg = |flow: u32, seq: u64| {
-            let mut p = pkt(flow, 0, 1500);
-            p.seq = seq;
-            p
-        };
         q.push(seg(3, 7), key(0));
         // the same segment of the same connection again: dropped (with `dedup`)
         assert_eq!(q.holds_copy(&seg(3, 7), key(0)), dedup);
@@ -1021,18 +1029,10 @@ fn a_copy_of_a_segment_already_acknowledged_is_dropped_when_it_comes_up() {
     // copy then waited its turn behind the VM's other segments and took a slot of its share (4 of
     // the 8 segments a best-effort VM sent in one 5 ms window)
     for dedup in [true, false] {
-        let mut h = windowed(0, 1.0, true);
-        if let Some(f) = h.p.window.as_mut() {
-            f.dedup = dedup;
-        }
+        let mut h = deduplicating(dedup);
         round_trip(&mut h, 3, 0, 0, 40_000_000);
         round_trip(&mut h, 3, 1, 1_000_000, 40_000_000); // acknowledged up to segment 2
         let mut q = PerVm::new(BufCfg::Packets(100), AnySelector::Custom(Box::new(h)));
-        let seg = |flow: u32, seq: u64| {
-            let mut p = pkt(flow, 0, 1500);
-            p.seq = seq;
-            p
-        };
         q.push(seg(3, 1), key(0)); // a copy of an acknowledged segment
         q.push(seg(3, 2), key(0)); // the next new one
         let first = match q.pop(50_000_000) {
