@@ -13,13 +13,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from paccp.compare.distance import (
-    PER_VM_BAR,
-    per_vm_within,
-    score_series,
-    whole_segment_series,
-    window_shares,
-)
+from paccp.compare.distance import PER_VM_BAR, score_series, whole_segment_series, window_shares
 from paccp.compare.measure import evaluate
 from paccp.compare.run import load_spec, plan
 from paccp.compare.schemes import SCHEMES
@@ -42,16 +36,10 @@ def main() -> None:
         job = next(j for j in jobs if j.seed == seed and j.kind == "main" and j.point == a.point)
         raw = evaluate(job.sweep_point)
         series = window_shares(raw, job.setup) or {}  # the optima, solved once for both scores
-        perfect = whole_segment_series(series, raw)
-        below.append(
-            (
-                len(series),
-                sum(per_vm_within(w) < PER_VM_BAR for w in series.values()),
-                sum(per_vm_within(w) < PER_VM_BAR for w in perfect.values()),
-            )
-        )
-        scores = ((got, score_series(series, job.setup)), (ideal, score_series(perfect, job.setup)))
-        for out, d in scores:
+        run = score_series(series, job.setup)
+        perfect = score_series(whole_segment_series(series, raw), job.setup)
+        below.append((run["vms"], run["vms_below"], perfect["vms_below"]))
+        for out, d in ((got, run), (ideal, perfect)):
             for c, v in d["classes"].items():
                 if v["within"] is not None:
                     out[c].append(v["within"])

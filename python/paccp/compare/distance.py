@@ -315,10 +315,11 @@ def score_series(series: Series | None, setup: Setup) -> dict[str, Any]:
         return {"within": None, "median_err": None, "samples": 0, "classes": {}, "vms": 0, "vms_below": None}
     cls = {v.id: v.purchase.name for v in setup.vms}
     errs: dict[str, list[float]] = defaultdict(list)
+    below = 0
     for vm, wins in series.items():
-        for got, x, den in wins.values():
-            errs[cls[vm]].append(abs(got - x) / den)
-    below = sum(per_vm_within(wins) < PER_VM_BAR for wins in series.values())
+        e = _errors(wins)
+        errs[cls[vm]] += e
+        below += _share_within(e) < PER_VM_BAR
     return {**_summary(errs), "vms": len(series), "vms_below": below}
 
 
@@ -328,7 +329,16 @@ PER_VM_BAR = 0.95
 
 def per_vm_within(wins: dict[int, tuple[float, float, float]]) -> float:
     """The share of one VM's scored windows (of a :data:`Series`) within 10 % of its optimum share."""
-    errs = [abs(got - x) / den for got, x, den in wins.values()]
+    return _share_within(_errors(wins))
+
+
+def _errors(wins: dict[int, tuple[float, float, float]]) -> list[float]:
+    """One VM's relative error |got - share| / denominator in each of its scored windows."""
+    return [abs(got - x) / den for got, x, den in wins.values()]
+
+
+def _share_within(errs: list[float]) -> float:
+    """The share of ``errs`` within 10 % (1 for none)."""
     return sum(bool(is_within(e)) for e in errs) / len(errs) if errs else 1.0
 
 
