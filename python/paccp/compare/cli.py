@@ -10,7 +10,7 @@ from paccp.compare.schemes import SCHEME_SETS, SCHEMES
 from paccp.errors import UserError
 
 DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp,paccp-host"
-"""The schemes run when ``--schemes`` is not given: every scheme but paccp-host's ablations."""
+"""The schemes run when ``--schemes`` is not given: every scheme but paccp-host's ablations and variants."""
 
 
 def compare(
@@ -23,7 +23,7 @@ def compare(
         + ", ".join(SCHEMES)
         + "; or "
         + ", ".join(SCHEME_SETS)
-        + " (paccp-host and each of its ablations; default: all but the ablations)",
+        + " (paccp-host and each of its ablations; default: all but the ablations and the variants)",
     ),
     quick: bool = typer.Option(
         False, "--quick", help="scaled down as the file's [compare.quick] table says (what the tests run)"

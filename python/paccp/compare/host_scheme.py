@@ -5,8 +5,9 @@ Mapping: the VM's pair (theta, omega) = (G, W) is read by the host's egress stag
 rely on the guest's transport). Price: the ``[vbp]`` section, P0 + P1 (W-1) + P2 G per VM-hour, as
 ``paccp-vbp``: the product sold is the same VM pair, only where it is enforced changes.
 
-:func:`variant` builds the ablation schemes (one part of the mechanism off each), which ``paccp compare``
-does not list by default.
+:data:`ABLATIONS` are the ablation schemes (one part of the mechanism off each) and :data:`VARIANTS`
+changes not shipped (kept so that their measurements in docs/host-scheme.md can be made again);
+``paccp compare`` runs neither by default.
 """
 
 from __future__ import annotations
@@ -78,4 +79,12 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-turns": {"turns": False},
     "no-dedup": {"dedup": False},
     "no-retag": {"retag": False},
+}
+
+#: Variants: name suffix -> switches of changes not shipped (docs/host-scheme.md, "Not solved").
+VARIANTS: dict[str, dict[str, Any]] = {
+    # the law grows in marked time too, and a paced connection keeps a segment of credit: the fabric
+    # gaming points' many-connection VM gets 0.78-1.05 of its share (0.62-0.96 as shipped), but the
+    # leaf-spine's MRG and the Clos file's gold fail above their bars
+    "grow": {"grow_marked": True, "pace_credit": True},
 }

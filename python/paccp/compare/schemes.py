@@ -327,6 +327,10 @@ SCHEMES: dict[str, Scheme] = {
             Scheme(f"paccp-host-{n}", f"ablation {n}", _host.build_with(**sw), _host.params, _host.price)
             for n, sw in _host.ABLATIONS.items()
         ),
+        *(
+            Scheme(f"paccp-host-{n}", f"variant {n}", _host.build_with(**sw), _host.params, _host.price)
+            for n, sw in _host.VARIANTS.items()
+        ),
     )
 }
 

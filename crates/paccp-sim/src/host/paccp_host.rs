@@ -117,6 +117,14 @@
 //!      ([`Selector::stale`], before any queue is chosen, so its VM is not charged for it): after a
 //!      share fell 5.5 times, such copies took 4 of the 8 segments a VM sent in a 5 ms window.
 //!      (`dedup = false`, ablation: both kinds of copy take the VM's share.)
+//!    - **variants, not as shipped** (both false by default): `grow_marked`, the increase of omega / n
+//!      per RTT goes on in marked time too (DCTCP's fluid model: the equilibrium window is then
+//!      2 omega / p instead of 2 omega (1 - p) / p for a share p of marked time, so a VM marked a few
+//!      points more often, as a paced one is, loses a few percent of its share instead of a third);
+//!      `pace_credit`, a paced connection that had nothing to send when its gap ended may send one
+//!      segment at once. Together they bring the fabric gaming points' many-connection VM to
+//!      0.78-1.05 of its share, but guaranteed VMs held at their floor then fail more windows
+//!      (docs/host-scheme.md, "Not solved").
 //!    - a retransmission ends the connection's round at the next ACK even without an RTT sample (a
 //!      guest in loss recovery echoes old timestamps), and an ACK advances the law by at most the
 //!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
@@ -157,6 +165,8 @@ struct Step {
     n: f64,
     /// The VM's connections together are below its guarantee.
     below: bool,
+    /// The increase of omega / n per RTT goes on in marked time too (`grow_marked`).
+    grow_marked: bool,
 }
 
 impl Step {
@@ -177,7 +187,9 @@ impl Step {
             return w * rtts.exp2();
         }
         // dW / dt = -a W + b (per RTT)
-        let (a, b) = if marked {
+        let (a, b) = if marked && self.grow_marked && used {
+            (0.5, self.omega / self.n)
+        } else if marked {
             (0.5, 0.0)
         } else if self.below {
             (
@@ -315,6 +327,14 @@ struct WindowCfg {
     /// (false: both take the VM's share, ablation).
     #[serde(default)]
     dedup: bool,
+    /// The law's increase goes on in marked time too (false as shipped: unmarked time only; a
+    /// variant, see the module docstring).
+    #[serde(default)]
+    grow_marked: bool,
+    /// A paced connection that had nothing to send when its gap ended may send one segment at
+    /// once (false as shipped: its next gap starts when it sends; a variant).
+    #[serde(default)]
+    pace_credit: bool,
 }
 
 impl WindowCfg {
@@ -741,6 +761,7 @@ impl PaccpHost {
                 // below its guarantee is a property of the VM, not of one of its connections: its
                 // connections' law rates together against theta (one connection: W < Wmin)
                 below: vm_segs_per_s * seg_bits < theta || (vm_segs_per_s == 0.0 && w < w_min),
+                grow_marked: f.grow_marked,
             };
             self.advance(vm, pkt.flow, step, m, paced, idle, now);
         }
@@ -1172,7 +1193,13 @@ impl Selector for PaccpHost {
             ) {
                 if let Some(r) = c.law_rate(f.seg_bits()) {
                     let gap = (bits / (r * boost) * PS_PER_S) as u64;
-                    c.next_send = c.next_send.max(now_ps).saturating_add(gap);
+                    // `pace_credit`: up to one gap of credit (a token bucket one segment deep)
+                    let from = if f.pace_credit {
+                        now_ps.saturating_sub(gap)
+                    } else {
+                        now_ps
+                    };
+                    c.next_send = c.next_send.max(from).saturating_add(gap);
                 }
             }
         }

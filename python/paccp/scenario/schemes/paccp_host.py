@@ -42,6 +42,11 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
                           # dropped, the original going in its place, and a queued copy of a segment the
                           # host has seen acknowledged is dropped when it comes up for service (false:
                           # copies take the VM's share, ablation)
+    grow_marked = false   # a variant, not as shipped: the law's increase (omega / n per RTT) goes on in
+                          # marked time too, so its share depends less on how often a VM is marked
+                          # (docs/host-scheme.md, "Not solved": it breaks the guarantee bars)
+    pace_credit = false   # a variant: a paced connection that had nothing to send when its gap ended
+                          # may send one segment at once (a token bucket one segment deep)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
@@ -84,6 +89,8 @@ class PaccpHost(_M):
     merge: bool = True
     turns: bool = True
     dedup: bool = True
+    grow_marked: bool = False
+    pace_credit: bool = False
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
@@ -131,6 +138,8 @@ class PaccpHost(_M):
                 "merge": self.merge,
                 "turns": self.turns,
                 "dedup": self.dedup,
+                "grow_marked": self.grow_marked,
+                "pace_credit": self.pace_credit,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}
