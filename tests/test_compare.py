@@ -264,7 +264,34 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
         p = tmp_path / "bad.toml"
         p.write_text(text)
         _fails(["compare", str(p), "--out", out, "--quick"], want, capsys)
+    for opts, want in [
+        (["--seeds", "0"], "--seed 1 --seeds 0: seeds: 1 to 100 of them, got 0"),
+        (["--seeds", "101"], "1 to 100 of them, got 101"),
+        (["--seed", "-1"], "seeds must be distinct integers 0..2^63-1"),
+        (["--seed", str(2**63 - 2), "--seeds", "3"], "seeds must be distinct integers 0..2^63-1"),
+    ]:
+        _fails(["compare", str(SCENARIOS["overcommit"]), "--out", out, *opts], want, capsys)
     assert not (tmp_path / "o").exists()
+
+
+def test_other_seeds_are_one_option_away(tmp_path: Path) -> None:
+    """``--seed FIRST --seeds N`` runs FIRST .. FIRST + N - 1 (after --quick); either alone keeps the file's
+    first seed or its number of seeds."""
+    from paccp.compare.spec import load_spec
+
+    spec = load_spec(SCENARIOS["overcommit"])
+    assert spec.cfg.seeds == [1, 2, 3]
+    assert spec.with_seeds(None, None) is spec
+    assert spec.with_seeds(4, None).cfg.seeds == [4, 5, 6]
+    assert spec.with_seeds(None, 5).cfg.seeds == [1, 2, 3, 4, 5]
+    assert spec.with_seeds(7, 2).cfg.seeds == [7, 8] and spec.cfg.seeds == [1, 2, 3]
+    out = tmp_path / "o"
+    args = ["--quick", "--schemes", "tcp", "--seed", "4", "--seeds", "2", "--workers", "1"]
+    main(["compare", str(SCENARIOS["overcommit"]), *args, "--out", str(out)])
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["seeds"] == [4, 5]
+    rows = (out / "runs.csv").read_text().splitlines()
+    assert {r.split(",")[2] for r in rows[1:]} == {"4", "5"}
 
 
 def test_the_table_shows_the_vms_below_the_per_vm_bar() -> None:

@@ -28,6 +28,12 @@ def compare(
     quick: bool = typer.Option(
         False, "--quick", help="scaled down as the file's [compare.quick] table says (what the tests run)"
     ),
+    seed: int | None = typer.Option(
+        None, "--seed", help="first seed (default: the file's first); runs seeds --seed .. --seed + N - 1"
+    ),
+    seeds: int | None = typer.Option(
+        None, "--seeds", help="number of seeds N (default: as many as the file has), e.g. --seed 4 --seeds 8"
+    ),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray"),
     workers: int = typer.Option(2, "--workers", help="parallel runs"),
     address: str | None = typer.Option(None, "--address", help="Ray cluster address (with --executor ray)"),
@@ -40,7 +46,16 @@ def compare(
     chosen = parse_schemes(schemes)
     if not scenario.is_file():
         raise UserError(f"{scenario}: no such comparison file")
-    doc = run_compare(scenario, chosen, out, quick=quick, executor=executor, workers=workers, address=address)
+    doc = run_compare(
+        scenario,
+        chosen,
+        out,
+        quick=quick,
+        seeds=(seed, seeds),
+        executor=executor,
+        workers=workers,
+        address=address,
+    )
     typer.echo(markdown(doc))
     typer.echo(f"wrote {out}/compare.json, table.md, *.png ({doc['runs']} runs, {doc['wall_s']} s)")
 

@@ -119,12 +119,14 @@ def run_compare(
     out: Path,
     *,
     quick: bool = False,
+    seeds: tuple[int | None, int | None] = (None, None),
     executor: str = "local",
     workers: int = 2,
     address: str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Run the comparison and write its outputs; return the compare.json document."""
+    """Run the comparison and write its outputs; return the compare.json document. ``seeds``: (first,
+    count) from ``--seed`` / ``--seeds`` (:meth:`paccp.compare.spec.Spec.with_seeds`), after ``quick``."""
     from paccp import limits
     from paccp.common.outdir import check_out_dir, resumable_dir
     from paccp.pricing.book import load_book
@@ -133,6 +135,7 @@ def run_compare(
     spec = load_spec(scenario)
     if quick:
         spec = spec.quick()
+    spec = spec.with_seeds(*seeds)
     book, _text = load_book(book_path(spec))
     check_out_dir(out)
     t0 = time.perf_counter()

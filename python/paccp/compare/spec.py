@@ -56,6 +56,7 @@ Everything is validated before any simulation; a mistake is one line (exit code 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -155,12 +156,24 @@ class QuickCfg(_M):
     mapreduce_jobs: int | None = Field(default=None, ge=1)
 
 
+MAX_SEEDS = 100
+"""The most seeds one comparison runs."""
+
+
+def check_seeds(seeds: Sequence[int]) -> None:
+    """The rule for a comparison's seeds (ValueError): 1 to :data:`MAX_SEEDS` distinct integers 0..2^63-1."""
+    if not 1 <= len(seeds) <= MAX_SEEDS:
+        raise ValueError(f"seeds: 1 to {MAX_SEEDS} of them, got {len(seeds)}")
+    if any(not 0 <= s <= INT64_MAX for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError("seeds must be distinct integers 0..2^63-1")
+
+
 class CompareCfg(_M):
     """The ``[compare]`` table."""
 
     name: Name
     title: str = ""
-    seeds: list[int] = Field(default_factory=lambda: [1], min_length=1, max_length=100)
+    seeds: list[int] = Field(default_factory=lambda: [1])
     window: Duration = Field(default=5_000_000, gt=0)
     bottlenecks: Literal["host_nic", "host_in", "fabric"] = "fabric"
     book: str | None = None
@@ -173,8 +186,7 @@ class CompareCfg(_M):
 
     @model_validator(mode="after")
     def _check(self) -> CompareCfg:
-        if any(not 0 <= s <= INT64_MAX for s in self.seeds) or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError("seeds must be distinct integers 0..2^63-1")
+        check_seeds(self.seeds)
         names = [p.name for p in self.purchases]
         if len(set(names)) != len(names):
             raise ValueError("purchases: names must be distinct")
@@ -224,6 +236,21 @@ class Spec:
         cfg = self.cfg.model_copy(update=upd)
         check_doc(cfg, base, self.path, after="after compare.quick.set")  # the same bans and bounds
         return Spec(cfg, base, self.path)
+
+    def with_seeds(self, first: int | None, count: int | None) -> Spec:
+        """This comparison on other seeds (``--seed FIRST --seeds N``: FIRST .. FIRST + N - 1; either
+        alone keeps the other from the file: its first seed, or its number of seeds); UserError naming the
+        options."""
+        if first is None and count is None:
+            return self
+        first = self.cfg.seeds[0] if first is None else first
+        count = len(self.cfg.seeds) if count is None else count
+        seeds = range(first, first + max(0, count))  # lazy: its length is checked before its members
+        try:
+            check_seeds(seeds)
+        except ValueError as exc:
+            raise UserError(f"--seed {first} --seeds {count}: {exc}") from None
+        return Spec(self.cfg.model_copy(update={"seeds": list(seeds)}), self.base, self.path)
 
 
 def _fmt(exc: ValidationError, where: str) -> str:
