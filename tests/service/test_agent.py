@@ -178,3 +178,47 @@ def test_agent_refuses_state_of_another_host(tmp_path: Path, n: int) -> None:
     Agent("http://127.0.0.1:9", "h1", "x", d, FakeApplier(d / "f.json"))._save()
     with pytest.raises(UserError, match="belongs to host"):
         Agent("http://127.0.0.1:9", "h2", "x", d, FakeApplier(d / "f.json"))
+
+
+_STUCK_AGENT = """
+import sys, threading
+from pathlib import Path
+from paccp.service.agent import Agent
+from paccp.service.appliers import FakeApplier
+
+d = Path(sys.argv[1])
+ag = Agent("http://127.0.0.1:9", "h1", "enrol", d, FakeApplier(d / "fake.json"),
+           usage_period_s=1000.0, wait_s=0.5, stop_grace_s=1.0)
+
+def cut_usage_stuck() -> None:  # a stop that cannot finish: the last cut never returns
+    threading.Event().wait()
+
+ag.cut_usage = cut_usage_stuck
+ag.run()
+"""
+
+
+def test_a_stop_that_cannot_finish_dumps_the_stacks_and_exits(tmp_path: Path) -> None:
+    """SIGTERM to an agent whose stop hangs: after its grace it writes every thread's stack to stderr and
+    exits with status 1, instead of running on with nothing to end it but SIGKILL."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "stuck_agent.py"
+    script.write_text(_STUCK_AGENT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "state")], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for(lambda: (tmp_path / "state" / "agent.json").exists(), what="the agent running")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = err.decode(errors="replace")
+    assert proc.returncode == 1, (proc.returncode, text[-2000:])
+    assert "Timeout (0:00:01)!" in text and "Thread 0x" in text, text[-2000:]  # faulthandler's dump
+    assert "cut_usage_stuck" in text, text[-2000:]  # with the stuck frame in it

@@ -18,6 +18,7 @@ Crash safety (``kill -9`` at any instant), all through one state file written at
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import os
@@ -40,6 +41,8 @@ log = logging.getLogger("paccp.agent")
 
 SHIP_BATCH = 500
 WAIT_S = 20.0
+STOP_GRACE_S = 15.0
+"""How long a stop (SIGTERM / SIGINT) may take before the agent dumps its threads' stacks and exits (1)."""
 
 
 class Refused(UserError):
@@ -90,8 +93,10 @@ class Agent:
         rate_period_s: float = 1.0,
         wait_s: float = WAIT_S,
         relay: str | None = None,
+        stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
         self.controller = controller.rstrip("/")
+        self.stop_grace_s = stop_grace_s
         self.relay = relay.rstrip("/") if relay else None  # usage goes through it (paccp relay), if given
         self.host = host
         self._enrol = enrol_token
@@ -106,7 +111,7 @@ class Agent:
         self.metrics = Metrics()
         self.lock = threading.RLock()
         self.stop = threading.Event()
-        self.http = httpx.Client(timeout=httpx.Timeout(10.0, read=wait_s + 10.0))
+        self._timeout = httpx.Timeout(10.0, read=wait_s + 10.0)
         self.state = self._load()
         self._rates: dict[str, int] = {}
         self._last_count: dict[str, tuple[int, int]] = {}
@@ -146,9 +151,25 @@ class Agent:
     def _auth(self, token: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {token}"}
 
+    def _request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        """One request on a client of its own, closed with it.
+
+        The watch thread and the main loop once shared one pooled ``httpx.Client``, and in a CI run
+        (2026-11-29) both stopped for good within a second of the controller coming back: no request
+        left either thread again and SIGTERM could not end the agent. The suspect is httpcore's pool
+        lock, which is not reentrant (httpcore 1.0.9; encode/httpcore#990): a response stream of
+        that pool finalized while the same thread holds the lock deadlocks the thread, and the other
+        one then waits on the lock too. A client per request shares no pool, at the cost of a
+        connection per request (the agent makes a few per second at most).
+        """
+        with httpx.Client(timeout=self._timeout) as client:
+            return client.request(method, url, **kw)
+
     def register(self) -> None:
         body = {"host": self.host, "instance_id": self.state["instance_id"]}
-        r = self.http.post(f"{self.controller}/v1/agent/register", json=body, headers=self._auth(self._enrol))
+        r = self._request(
+            "POST", f"{self.controller}/v1/agent/register", json=body, headers=self._auth(self._enrol)
+        )
         if r.status_code in (403, 409):
             raise Refused(f"controller refused host {self.host}: {_error(r)}")
         r.raise_for_status()
@@ -161,10 +182,10 @@ class Agent:
         if not self.state["session"]:
             self.register()
         url = f"{base or self.controller}{path}"
-        r = self.http.request(method, url, headers=self._auth(self.state["session"]), **kw)
+        r = self._request(method, url, headers=self._auth(self.state["session"]), **kw)
         if r.status_code == 401:  # session replaced (e.g. the controller's database was reset): once more
             self.register()
-            r = self.http.request(method, url, headers=self._auth(self.state["session"]), **kw)
+            r = self._request(method, url, headers=self._auth(self.state["session"]), **kw)
         return r
 
     # --- reconcile ------------------------------------------------------------------------------
@@ -391,6 +412,13 @@ class Agent:
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def _on_signal(self, *_: Any) -> None:
+        """SIGTERM / SIGINT: stop, and if the stop has not finished within :attr:`stop_grace_s` (a thread
+        stuck for good), write every thread's stack to stderr and exit with status 1 (faulthandler's
+        watchdog, a thread of its own). The spool is on disk and ships at the next start."""
+        self.stop.set()
+        faulthandler.dump_traceback_later(self.stop_grace_s, exit=True)
+
     def run(self, metrics_port: int = 0, metrics_addr: str = "127.0.0.1") -> None:
         """Run until SIGTERM/SIGINT (or :attr:`stop`); a last cut and shipment on the way out."""
         if metrics_port:
@@ -401,7 +429,7 @@ class Agent:
             self._save()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: self.stop.set())
+                signal.signal(sig, self._on_signal)
         watcher = threading.Thread(target=self.watch_loop, name="paccp-agent-watch", daemon=True)
         watcher.start()
         next_cut = time.monotonic() + self.usage_period_s
@@ -435,11 +463,14 @@ class Agent:
             self._beat = now
             self.metrics.healthy.set(1 if self._consistent and watcher.is_alive() else 0)
             self.stop.wait(0.1)
-        if self.refused is not None:
-            raise self.refused
-        self.cut_usage()
-        self.ship()
-        self.metrics.up.set(0)
+        try:
+            if self.refused is not None:
+                raise self.refused
+            self.cut_usage()
+            self.ship()
+            self.metrics.up.set(0)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def _error(r: httpx.Response) -> str:
