@@ -131,14 +131,15 @@ def test_controller_down_keeps_enforcement_and_delivers_buffered_usage_once(tmp_
 
 def test_datapath_drift_is_repaired(tmp_path: Path) -> None:
     """State lost in the datapath behind the agent's back (unloaded, edited by hand) is put back."""
-    import json
+    from paccp.service.appliers import _write_json
 
     ctl, tok = _setup(tmp_path)
     ag = AgentProc(ctl, "h1", tmp_path / "state-h1").start()
     try:
         ctl.buy(tok, "vm1", "ds", "0", "2")
         wait_for(lambda: ag.fake().get("/vm1", {}).get("omega") == "2", what="the purchase applied")
-        (ag.dir / "fake-datapath.json").write_text(json.dumps({}))  # the datapath forgot the VM
+        # the datapath forgot the VM (written whole: a reader never sees the file half-written)
+        _write_json(ag.dir / "fake-datapath.json", {})
         wait_for(lambda: ag.fake().get("/vm1", {}).get("omega") == "2", timeout=15, what="the repair")
         assert re.search(r"^paccp_agent_drift_repairs_total 1\.0$", ag.metrics(), re.M)
     finally:
@@ -222,3 +223,40 @@ def test_a_stop_that_cannot_finish_dumps_the_stacks_and_exits(tmp_path: Path) ->
     assert proc.returncode == 1, (proc.returncode, text[-2000:])
     assert "Timeout (0:00:01)!" in text and "Thread 0x" in text, text[-2000:]  # faulthandler's dump
     assert "cut_usage_stuck" in text, text[-2000:]  # with the stuck frame in it
+
+
+def test_a_counter_that_cannot_be_read_costs_its_cut_not_the_agent(tmp_path: Path) -> None:
+    """A byte counter the datapath cannot give (a map read that fails; the fake datapath's file caught
+    half-written once ended the agent in a test run): that VM's cut and rate sample are skipped and
+    counted, and the next cut covers the time, so the records still tile it exactly."""
+    from paccp.service.agent import Agent
+    from paccp.service.appliers import FakeApplier, Sample, VmSpec
+
+    class Flaky(FakeApplier):
+        failing = False
+
+        def counter(self, spec: VmSpec) -> Sample:
+            if self.failing:
+                raise ValueError("Expecting value: line 1 column 1 (char 0)")
+            return super().counter(spec)
+
+    ap = Flaky(tmp_path / "fake.json")
+    ag = Agent("http://127.0.0.1:9", "h1", "enrol", tmp_path / "state", ap)
+    vm = {"name": "vm1", "tenant": "acme", "model": "vbp", "cgroup": "/vm1", "scheme": "paccp",
+          "theta_bps": 0, "omega": "2", "rules": []}  # fmt: skip
+    ag.reconcile({"generation": 1, "vms": [vm]})
+    time.sleep(0.01)
+    ag.cut_usage()
+    first = list(ag.state["spool"])
+    assert len(first) == 1
+    ap.failing = True
+    ag.sample_rates()
+    ag.cut_usage()  # nothing raised, nothing cut for vm1
+    assert ag.state["spool"] == first and ag.metrics.read_errors._value.get() == 2
+    time.sleep(0.01)
+    ap.failing = False
+    ag.cut_usage()
+    a, b = ag.state["spool"]
+    assert b["start_ns"] == a["end_ns"]  # the failed cut left the slice open: the records still tile
+    fake = ap._load()["/vm1"]
+    assert a["bytes"] + b["bytes"] == ap._bytes(fake, b["end_ns"]) > 0  # every byte counted since the apply

@@ -73,6 +73,9 @@ class Metrics:
             "paccp_agent_last_sync_timestamp_seconds", "when the desired state was last received", registry=r
         )
         self.rate = Gauge("paccp_agent_vm_rate_bps", "measured rate per VM", ["vm"], registry=r)
+        self.read_errors = Counter(
+            "paccp_agent_counter_read_errors", "VM byte counters the datapath could not give", registry=r
+        )
         self.repairs = Counter(
             "paccp_agent_drift_repairs", "VMs re-applied because the datapath differed", registry=r
         )
@@ -326,13 +329,26 @@ class Agent:
         if vm_level and sample:
             m["bytes0"] = sample[0]
 
+    def _counter(self, spec: VmSpec) -> tuple[bool, Sample]:
+        """(read, the VM's counter sample): a datapath that cannot give it (a map read that fails, a
+        file caught half-written) costs this cut or sample of that VM only, not the agent (it once
+        ended the agent). The VM's slice stays open, so its next cut covers the time."""
+        try:
+            return True, self.applier.counter(spec)
+        except Exception as exc:
+            self.metrics.read_errors.inc()
+            log.warning("VM %s: reading its byte counter failed: %s", spec.name, exc)
+            return False, None
+
     def cut_usage(self) -> None:
         """Close every open metering slice into the spool (one atomic state write)."""
         with self.lock:
             specs = self.applied()
             now = time.time_ns()
             for spec in specs.values():
-                smp = self.applier.counter(spec)
+                read, smp = self._counter(spec)
+                if not read:
+                    continue
                 for key, *_ in self._keys(spec):
                     m = self.state["meter"].get(key)
                     if m is None:  # applied before metering existed for it: start now
@@ -343,7 +359,7 @@ class Agent:
 
     def sample_rates(self) -> None:
         for spec in self.applied().values():
-            smp = self.applier.counter(spec)
+            _read, smp = self._counter(spec)
             if smp is None:
                 continue
             prev = self._last_count.get(spec.name)
