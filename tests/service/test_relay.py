@@ -147,7 +147,7 @@ def test_refused_host_is_split_off_and_resends_are_idempotent(tmp_path: Path) ->
             res["good"].text,
             res["h2"].text,
         )
-        assert res["stolen"].status_code == 403 and "not on these hosts" in res["stolen"].json()["error"]
+        assert res["stolen"].status_code == 403 and "is not on h2" in res["stolen"].json()["error"]
         assert res["bad"].status_code == 401
         assert relay.metric("paccp_relay_reports_refused") == 2
         ids = sorted(r.record_id for r in _usage(ctl.db))
@@ -171,15 +171,19 @@ def test_batch_endpoint_refuses_without_the_enrolment_token_or_with_bad_bodies(t
     ctl, _tok = _setup(tmp_path)
     s1 = _session(ctl, "h1")
     try:
-        body = {"hosts": [{"session": s1}], "records": json.dumps(_rec(0)) + "\n"}
+        body = {"hosts": [{"session": s1, "records": 1}], "records": json.dumps(_rec(0)) + "\n"}
         r = ctl.http.post("/v1/relay/report", json=body, headers=ctl.h(s1))
         assert r.status_code == 403
         for bad in ({"hosts": []}, {"hosts": [{"session": s1}], "records": 5}, {"hosts": [{"session": s1}],
-                    "extra": 1}, {"hosts": [{"session": s1, "rates": {"vm1": -1}}]}):  # fmt: skip
+                    "extra": 1}, {"hosts": [{"session": s1, "rates": {"vm1": -1}}]},
+                    {"hosts": [{"session": s1, "records": True}], "records": json.dumps(_rec(0)) + "\n"},
+                    {"hosts": [{"session": s1, "records": 2}], "records": json.dumps(_rec(0)) + "\n"},
+                    {"hosts": [{"session": s1}], "records": json.dumps(_rec(0)) + "\n"},
+                    {"hosts": [{"session": s1, "records": 1}]}):  # fmt: skip
             r = ctl.http.post("/v1/relay/report", json=bad, headers=ctl.h(AGENT))
             assert r.status_code == 422, (bad, r.text)
-        r = ctl.http.post("/v1/relay/report", json={"hosts": [{"session": s1}], "records": "{\"x\": 1}\n"},
-                          headers=ctl.h(AGENT))  # fmt: skip
+        r = ctl.http.post("/v1/relay/report", json={"hosts": [{"session": s1, "records": 1}],
+                          "records": "{\"x\": 1}\n"}, headers=ctl.h(AGENT))  # fmt: skip
         assert r.status_code == 422 and r.json()["error"].startswith("records line 1")
         r = ctl.http.post("/v1/relay/report", json={"hosts": [{"session": s1, "rates": {"vm9": 5}}]},
                           headers=ctl.h(AGENT))  # fmt: skip
@@ -188,5 +192,25 @@ def test_batch_endpoint_refuses_without_the_enrolment_token_or_with_bad_bodies(t
         assert r.status_code == 200 and r.json() == {"hosts": 1, "new": 1, "unchanged": 0}
         r = ctl.http.post("/v1/relay/report", json=body, headers=ctl.h(AGENT))
         assert r.json() == {"hosts": 1, "new": 0, "unchanged": 1}
+    finally:
+        ctl.stop()
+
+
+def test_a_record_counts_only_for_the_host_that_reported_it(tmp_path: Path) -> None:
+    """Two hosts in one batch: h2's line for h1's VM is refused (403), whole, even though h1 is in the batch;
+    the same lines attributed to their own hosts go in. (Checked against the batch's hosts only, a host
+    could report another's VM whenever the relay put them in one batch: the relay test caught it.)"""
+    ctl, _tok = _setup(tmp_path)
+    ctl.admin("POST", "/v1/admin/vms", json={"name": "vm2", "tenant": "acme", "host": "h2", "cgroup": "/vm2"})
+    s1, s2 = _session(ctl, "h1"), _session(ctl, "h2")
+    try:
+        lines = json.dumps(_rec(0)) + "\n" + json.dumps(_rec(5, vm="vm1")) + "\n"
+        stolen = {"hosts": [{"session": s1, "records": 1}, {"session": s2, "records": 1}], "records": lines}
+        r = ctl.http.post("/v1/relay/report", json=stolen, headers=ctl.h(AGENT))
+        assert r.status_code == 403 and r.json()["error"] == "records line 2: VM 'vm1' of 'acme' is not on h2"
+        assert _usage(ctl.db) == []
+        own = {"hosts": [{"session": s1, "records": 2}, {"session": s2, "records": 0}], "records": lines}
+        r = ctl.http.post("/v1/relay/report", json=own, headers=ctl.h(AGENT))
+        assert r.status_code == 200 and r.json()["new"] == 2, r.text
     finally:
         ctl.stop()

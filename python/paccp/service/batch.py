@@ -4,10 +4,12 @@ A relay (``paccp relay``, one per rack) gathers its agents' reports and forwards
 controller pays its per-request cost (HTTP, authentication, one ledger transaction) once per batch instead
 of once per host. The relay authenticates with the agents' enrolment token; each host in the batch is
 authenticated by its own agent session, exactly as if it had reported itself, and every record must be
-of a VM on one of the batch's hosts. The request body (JSON)::
+of a VM on the host that reported it: each host says how many of the record lines are its, in order
+(a record checked only against the batch's hosts let one host report another's VM whenever the two
+shared a batch, which a test run caught). The request body (JSON)::
 
-    {"hosts": [{"session": "<agent session>", "rates": {"<vm>": <bit/s>, ...}}, ...],
-     "records": "<usage records as JSON Lines>"}
+    {"hosts": [{"session": "<agent session>", "rates": {"<vm>": <bit/s>, ...}, "records": <lines>}, ...],
+     "records": "<usage records as JSON Lines, each host's in the order of hosts>"}
 
 The records go into the ledger in ONE transaction (all or nothing, idempotent on record ids: a batch
 resent after a lost answer changes nothing), read column-wise when the lines are plain
@@ -68,8 +70,9 @@ def vms_on(store: Store, hosts: list[str]) -> dict[str, tuple[str, str]]:
     return {str(a): (str(b), str(c)) for a, b, c in rows}
 
 
-def _parse(body: bytes) -> tuple[list[str], list[dict[str, int]], str]:
-    """(sessions, rates per host, JSON Lines) of a batch; ServiceError 422 for a malformed one."""
+def _parse(body: bytes) -> tuple[list[str], list[dict[str, int]], list[int], str]:
+    """(sessions, rates per host, record lines per host, JSON Lines) of a batch; ServiceError 422 for a
+    malformed one."""
     try:
         doc = json.loads(body)
     except ValueError:
@@ -81,25 +84,46 @@ def _parse(body: bytes) -> tuple[list[str], list[dict[str, int]], str]:
         raise ServiceError(422, f"request: hosts must be a list of 1..{MAX_HOSTS}, records a string")
     sessions: list[str] = []
     rates: list[dict[str, int]] = []
+    counts: list[int] = []
     for i, h in enumerate(hosts):
-        ok = isinstance(h, dict) and not set(h) - {"session", "rates"} and isinstance(h.get("session"), str)
+        ok = (
+            isinstance(h, dict)
+            and not set(h) - {"session", "rates", "records"}
+            and isinstance(h.get("session"), str)
+        )
         r = h.get("rates", {}) if ok else None
+        n = h.get("records", 0) if ok else -1
         if (
             not ok
             or not isinstance(r, dict)
-            or not all(
-                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10**15 for v in r.values()
-            )
+            or not all(_count(v, 10**15) for v in r.values())
+            or not _count(n, len(records))
         ):
-            raise ServiceError(422, f"hosts.{i}: an object with a session string and rates in bit/s")
+            raise ServiceError(
+                422, f"hosts.{i}: an object with a session string, rates in bit/s and its number of records"
+            )
         sessions.append(h["session"])
         rates.append(r)
-    return sessions, rates, records
+        counts.append(n)
+    return sessions, rates, counts, records
+
+
+def _same_count(counts: list[int], records: int) -> None:
+    """ServiceError 422 unless the hosts' record counts add up to the batch's records."""
+    if sum(counts) != records:
+        raise ServiceError(
+            422, f"hosts: their record counts add up to {sum(counts)}, the batch has {records} records"
+        )
+
+
+def _count(v: Any, most: int) -> bool:
+    """``v`` is an integer 0..``most`` (not a bool)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= most
 
 
 def ingest_batch(store: Store, ledger: Ledger, body: bytes) -> dict[str, Any]:
     """Authenticate, check and ingest one batch (see the module docstring)."""
-    sessions, rates, records = _parse(body)
+    sessions, rates, counts, records = _parse(body)
     now = time.time_ns()
     names = hosts_of(store, sessions, now)
     for i, n in enumerate(names):
@@ -112,14 +136,18 @@ def ingest_batch(store: Store, ledger: Ledger, body: bytes) -> dict[str, Any]:
                 raise ServiceError(403, f"hosts.{i}.rates: VM {v!r} is not on {n}")
 
     def check(tenants: list[str], vms: list[str]) -> None:
-        for i, (t, v) in enumerate(zip(tenants, vms, strict=True)):
-            if on.get(v, ("", ""))[0] != t:
-                raise ServiceError(403, f"records line {i + 1}: VM {v!r} of {t!r} is not on these hosts")
+        _same_count(counts, len(vms))
+        owners = [n for n, k in zip(names, counts, strict=True) for _ in range(k)]
+        for i, (t, v, h) in enumerate(zip(tenants, vms, owners, strict=True)):
+            if on.get(v) != (t, h):
+                raise ServiceError(403, f"records line {i + 1}: VM {v!r} of {t!r} is not on {h}")
 
     where = f"relay batch of {len(names)} hosts"
     data = records.encode("utf-8")
     res: IngestResult | None = None
-    if data.strip():
+    if not data.strip():
+        _same_count(counts, 0)
+    else:
         res = ledger.ingest_jsonl(data, where, tenant=None, check=check)
         if res is None:  # not the plain case: record by record, with the exact error
             recs: list[UsageRecord] = []

@@ -227,7 +227,7 @@ def relay_batches_load(
         mine = host_names[lo : lo + hosts_per_batch]
         start = t0 + (k // per_period) * period_ns
         recs = "".join(line.format(h=h, j=j, s=start, e=start + period_ns) for h in mine for j in range(vms))
-        body = {"hosts": [{"session": sessions[h]} for h in mine], "records": recs}
+        body = {"hosts": [{"session": sessions[h], "records": vms} for h in mine], "records": recs}
         try:
             async with http.post("/v1/relay/report", json=body) as r:
                 doc = (await r.json()) if r.status == 200 else {"error": (await r.text())[:200]}

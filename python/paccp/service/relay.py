@@ -113,7 +113,7 @@ class Relay:
 
     async def _post(self, batch: list[Pending]) -> tuple[int, dict[str, Any]]:
         """Send one batch until the controller answers other than 5xx/408/429 or ``retry_s`` is up."""
-        body = {"hosts": [{"session": p.session, "rates": p.rates} for p in batch],
+        body = {"hosts": [{"session": p.session, "rates": p.rates, "records": p.n} for p in batch],
                 "records": "".join(p.lines for p in batch)}  # fmt: skip
         deadline = time.monotonic() + self.retry_s
         delay = 0.1
