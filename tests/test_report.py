@@ -223,3 +223,27 @@ def test_the_comparison_file_is_named_relative_to_the_checkout_not_by_the_machin
     doc = _compare_doc(finite=True) | {"scenario_file": inside}
     page = markdown(doc)
     assert "Scenario `scenarios/compare-overcommit.toml`" in page and str(repo) not in page
+
+
+def test_failures_show_the_windows_feasible_at_every_link_when_the_comparison_has_them() -> None:
+    from paccp.report.tables import _question, markdown
+
+    old = markdown(_compare_doc(finite=True))  # scored before the figure existed: the NIC rule alone
+    assert "| fail MRG % (feasible) |" in old and "| 0.0 (0.0) |" in old and "NIC; every link" not in old
+    doc = _compare_doc(finite=True)
+    res = doc["results"]["80%"]  # type: ignore[index]
+    for r in res.values():
+        r["classes"]["MRG"] = r["classes"]["MRG"] | {
+            "fail_share": {"mean": 0.12, "ci95": None, "n": 1},
+            "fail_share_feasible": {"mean": 0.1, "ci95": None, "n": 1},
+            "fail_share_fabric": {"mean": 0.04, "ci95": None, "n": 1},
+        }
+    page = markdown(doc)
+    assert "fail MRG % (feasible: NIC; every link)" in page and "12.0 (10.0; 4.0)" in page
+    # the verdict reads the windows feasible at every link: 4 % of them failed, so no scheme is clean
+    text, rows, ok = _question(doc, "guarantees", "80%")
+    assert (text, ok) == ("no guarantee failure where the guarantee was feasible: no scheme", "no")
+    assert rows[0][1] == "MRG: windows failed % (feasible: NIC; every link)"
+    for r in res.values():
+        r["classes"]["MRG"]["fail_share_fabric"] = {"mean": 0.0, "ci95": None, "n": 1}
+    assert _question(doc, "guarantees", "80%")[2] == "yes"

@@ -4,7 +4,8 @@
 
 For each compare.json and each of its points: one row per scheme with the distance to the optimum
 (share of backlogged VM-windows within 10 % of the optimum share, median relative error), the guarantee
-failures over feasible windows per guaranteed class, the utilisation, the best-effort small-flow FCT p99
+failures over feasible windows per guaranteed class (at the sender's NIC; and, where the file was scored
+with it, at every link: paccp.compare.feasible), the utilisation, the best-effort small-flow FCT p99
 and, on files with a MapReduce shuffle, the mean job shuffle time; then the gaming gains. Means ± 95 % CIs
 over the file's seeds, as compare.json has them.
 """
@@ -32,7 +33,13 @@ def point_table(doc: dict[str, Any], point: str) -> list[str]:
     guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
     be = next((p["name"] for p in doc["purchases"] if p["guarantee"] == 0), None)
     head = ["scheme", "within 10 % (%)", "median err %"]
+    fabric = any(
+        r.get("classes", {}).get(c, {}).get("fail_share_fabric") is not None
+        for r in doc["results"].get(point, {}).values()
+        for c in guaranteed
+    )
     head += [f"fail {c} % (feasible)" for c in guaranteed]
+    head += [f"fail {c} % (every link)" for c in guaranteed] if fabric else []
     head += ["util %"]
     head += [f"{be} small FCT p99 ms"] if be else []
     shuffle = any(r.get("shuffle") for r in doc["results"].get(point, {}).values())
@@ -49,6 +56,8 @@ def point_table(doc: dict[str, Any], point: str) -> list[str]:
             pm(r.get("distance_median_err"), "{:.0f}", 100),
         ]
         row += [pm(cl.get(c, {}).get("fail_share_feasible"), "{:.1f}", 100) for c in guaranteed]
+        if fabric:
+            row += [pm(cl.get(c, {}).get("fail_share_fabric"), "{:.1f}", 100) for c in guaranteed]
         row += [pm(r.get("utilisation"), "{:.1f}", 100)]
         if be:
             row += [pm(cl.get(be, {}).get("fct", {}).get("small", {}).get("p99_ms"), "{:.2f}")]

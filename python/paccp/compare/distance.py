@@ -92,7 +92,7 @@ def conn_backlog(whole: np.ndarray, rem: np.ndarray, frac: np.ndarray | None = N
     return out
 
 
-class _Net:
+class Net:
     """Link capacities (payload bit/s) and routes from the run's channels."""
 
     def __init__(self, raw: dict[str, Any]) -> None:
@@ -136,7 +136,7 @@ def _theta_per_link(flows: list[Flow]) -> defaultdict[str, float]:
 
 
 def window_problem(
-    net: _Net, conns: list[Conn], pair: dict[str, tuple[float, float]], w_s: float
+    net: Net, conns: list[Conn], pair: dict[str, tuple[float, float]], w_s: float
 ) -> tuple[Problem | None, dict[str, str]]:
     """The optimum problem of a window or of one piece of it: conns are (id, vm, src, dst, rest bytes or
     None, presence). Returns the problem (None when every flow got share 0) and the VM of each flow id
@@ -195,7 +195,7 @@ def window_shares(raw: dict[str, Any], setup: Setup) -> Series | None:
     w_s = w / 1e9
     k0 = int(-(-raw["warmup_ns"] // w))
     last = raw["duration_ns"] // w
-    net = _Net(raw)
+    net = Net(raw)
     pf = (raw["mtu"] - raw["header"]) / raw["mtu"]
     pair = {v.id: (v.purchase.guarantee * pf, float(v.purchase.weight)) for v in setup.vms}
     host = {v.id: v.host for v in setup.vms}

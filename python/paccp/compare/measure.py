@@ -12,12 +12,15 @@ Scores of one run (:func:`score_run`), all after the warm-up:
 - **guarantee failure** of a VM with G > 0: the share of its demanding windows in which it got less than
   0.95 x G x payload/packet (1460/1500: a guarantee on the wire delivers that much payload); also over
   the *feasible* windows only, those in which the guarantees of the VMs of its host sum to at most the
-  host's NIC rate (an over-committed host cannot meet them all; a fabric link can still be the cause of a
-  failure in a feasible window). A VM counts its whole guarantee in a window it demands; in any other
-  window, its guarantee weighted by the share of the window it had a connection open with bytes to send
-  (its *presence*): a VM that joins 0.3 ms into a 5 ms window takes its share for 94 % of it, so the
-  window is as over-committed as the next one (until MEASURE_VERSION 4 such a VM counted for nothing and
-  the join windows of the over-commit file counted as feasible);
+  host's NIC rate (an over-committed host cannot meet them all), and over the windows feasible at *every*
+  link, those in which the max-min fulfilment of the guarantees over the network gives the VM all of its
+  guarantee (:mod:`paccp.compare.feasible`: each VM's guarantee split over its open connections as suits
+  the network best): four 5 Gb/s guarantees sent to one host's 10 Gb/s link cannot all be met by any
+  scheme, though each sender's NIC could carry its own. A VM counts its whole guarantee in a window it
+  demands; in any other window, its guarantee weighted by the share of the window it had a connection
+  open with bytes to send (its *presence*): a VM that joins 0.3 ms into a 5 ms window takes its share for
+  94 % of it, so the window is as over-committed as the next one (until MEASURE_VERSION 4 such a VM
+  counted for nothing and the join windows of the over-commit file counted as feasible);
 - **utilisation**: bytes sent by the scored channels (``host_nic``: VM host to switch; ``host_in``: switch
   to VM host; ``fabric``: switch to switch) / their capacity over the run, mean over the channels that
   carried traffic;
@@ -48,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from paccp.compare.distance import conn_backlog, distance_to_optimum, presence
+from paccp.compare.feasible import FULL, fulfilment
 from paccp.sim.rundir import size_class
 
 if TYPE_CHECKING:
@@ -196,6 +200,13 @@ def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
         else:
             share = np.asarray(pres, dtype=np.float64)[k0:last]
             sold[v.host] = sold[v.host] + np.where(demand, 1.0, share) * g_bps
+    needs = {}
+    for v in setup.vms:
+        m = raw["vms"].get(v.id)
+        if v.purchase.guarantee > 0 and m is not None and m.get("present") is not None:
+            share = np.asarray(m["present"], dtype=np.float64)[k0:last]
+            needs[v.id] = np.where(arrays[v.id][2], 1.0, share) * v.purchase.guarantee * pf
+    reach = fulfilment(raw, setup, needs)
     out: dict[str, dict[str, Any]] = {}
     for v in setup.vms:
         got, back, demand = arrays[v.id]
@@ -203,6 +214,8 @@ def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
         busy = back > 0
         fail = demand & (got < FAIL_TOLERANCE * g_bps * pf)
         feasible = sold[v.host] <= nic.get(v.host, 0)
+        # and at every link (sender's NIC, receivers' links, the fabric's): paccp.compare.feasible
+        anywhere = feasible & (reach[v.id] >= FULL) if v.id in reach else feasible
         out[v.id] = {
             "rate_bps": float(got.mean()) if got.size else 0.0,
             "busy_rate_bps": float(got[busy].mean()) if busy.any() else None,
@@ -211,6 +224,8 @@ def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
             "fail": int(fail.sum()),
             "demand_feasible": int((demand & feasible).sum()),
             "fail_feasible": int((fail & feasible).sum()),
+            "demand_fabric": int((demand & anywhere).sum()),
+            "fail_fabric": int((fail & anywhere).sum()),
         }
     return out
 
@@ -259,6 +274,7 @@ def score_run(
             "fail_share_feasible": (r["fail_feasible"] / r["demand_feasible"])
             if r["demand_feasible"]
             else None,
+            "fail_share_fabric": (r["fail_fabric"] / r["demand_fabric"]) if r["demand_fabric"] else None,
             "paid_per_hour": float(price),
         }
     classes: dict[str, Any] = {}
@@ -266,6 +282,7 @@ def score_run(
         members = [per_vm[v.id] for v in setup.vms if v.purchase.name == name]
         demand = sum(m["demand"] for m in members)
         dfeas = sum(m["demand_feasible"] for m in members)
+        dfab = sum(m["demand_fabric"] for m in members)
         busy = [m["busy_rate_bps"] for m in members if m["busy_rate_bps"] is not None]
         spare = [m["spare_bps"] for m in members if m["spare_bps"] is not None]
         classes[name] = {
@@ -274,6 +291,8 @@ def score_run(
             "fail_share_feasible": (sum(m["fail_feasible"] for m in members) / dfeas) if dfeas else None,
             "demand_windows": demand,
             "feasible_windows": dfeas,
+            "fail_share_fabric": (sum(m["fail_fabric"] for m in members) / dfab) if dfab else None,
+            "fabric_windows": dfab,
             "rate_bps": float(np.mean([m["rate_bps"] for m in members])),
             "got_bps": float(np.mean(busy)) if busy else None,
             "spare_bps": float(np.mean(spare)) if spare else None,

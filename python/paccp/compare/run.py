@@ -290,6 +290,7 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
             for key in (
                 "fail_share",
                 "fail_share_feasible",
+                "fail_share_fabric",
                 "rate_bps",
                 "got_bps",
                 "spare_bps",
@@ -306,6 +307,7 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
         cls["vms"] = rows[0]["vms"]
         cls["demand_windows"] = sum(r["demand_windows"] for r in rows)
         cls["feasible_windows"] = sum(r["feasible_windows"] for r in rows)
+        cls["fabric_windows"] = sum(r.get("fabric_windows", 0) for r in rows)
         cls["fct"] = {
             g: {
                 "mean_ms": mc([r["fct"][g]["mean_ms"] for r in rows]),
@@ -323,6 +325,7 @@ def _combine(runs: list[dict[str, Any]], classes: list[str]) -> dict[str, Any]:
             "host": vals[0]["host"],
             "fail_share": mc([v["fail_share"] for v in vals]),
             "fail_share_feasible": mc([v["fail_share_feasible"] for v in vals]),
+            "fail_share_fabric": mc([v.get("fail_share_fabric") for v in vals]),
             "rate_bps": mc([v["rate_bps"] for v in vals]),
             "got_bps": mc([v["busy_rate_bps"] for v in vals]),
             "spare_bps": mc([v["spare_bps"] for v in vals]),

@@ -16,6 +16,28 @@ def _pm(v: dict[str, Any] | None, fmt: str = "{:.2f}", scale: float = 1.0) -> st
     return s
 
 
+def _feasible_label(results: Any) -> str:
+    """What the figures in brackets after a class's failures count over: the windows in which its host's
+    NIC could carry the guarantees of its VMs, and, where the comparison was scored with it, those in
+    which every link could (:mod:`paccp.compare.feasible`). ``results``: the schemes' results of a point."""
+    every = any(c.get("fail_share_fabric") is not None for r in results if r for c in r["classes"].values())
+    return "feasible: NIC; every link" if every else "feasible"
+
+
+def _feasible_fails(c: dict[str, Any]) -> dict[str, Any] | None:
+    """A class's failure share over the windows feasible at every link (compare files scored before that
+    figure existed: at the NIC)."""
+    return c.get("fail_share_fabric") or c.get("fail_share_feasible")
+
+
+def _fails(c: dict[str, Any]) -> str:
+    """A class's failure share: all its demanding windows (feasible at its NIC; at every link)."""
+    s = f"{_pm(c.get('fail_share'), '{:.1f}', 100)} ({_pm(c.get('fail_share_feasible'), '{:.1f}', 100)}"
+    if c.get("fail_share_fabric") is not None:
+        s += f"; {_pm(c.get('fail_share_fabric'), '{:.1f}', 100)}"
+    return s + ")"
+
+
 def _below(r: dict[str, Any]) -> str:
     """The VMs within 10 % of their optimum share in fewer than 95 % of their windows (the issue's per-VM
     bar), mean over seeds, of the VMs scored."""
@@ -28,7 +50,8 @@ def score_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[st
     classes = [p["name"] for p in doc["purchases"]]
     guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
     header = ["scheme"]
-    header += [f"fail {c} % (feasible)" for c in guaranteed]
+    label = _feasible_label(doc["results"].get(point, {}).values())
+    header += [f"fail {c} % ({label})" for c in guaranteed]
     header += ["util %", "opt. within 10 % (%)", "opt. median err %", "VMs < 95 % within"]
     header += [f"spare {c}" for c in classes]
     header += [f"got {c} Mb/s" for c in classes]
@@ -43,11 +66,7 @@ def score_rows(doc: dict[str, Any], point: str) -> tuple[list[str], list[list[st
             continue
         cl = r["classes"]
         row = [s]
-        row += [
-            f"{_pm(cl.get(c, {}).get('fail_share'), '{:.1f}', 100)} "
-            f"({_pm(cl.get(c, {}).get('fail_share_feasible'), '{:.1f}', 100)})"
-            for c in guaranteed
-        ]
+        row += [_fails(cl.get(c, {})) for c in guaranteed]
         row += [_pm(r["utilisation"], "{:.1f}", 100)]
         row += [_pm(r.get("distance_within"), "{:.0f}", 100)]
         row += [_pm(r.get("distance_median_err"), "{:.0f}", 100)]
@@ -118,7 +137,8 @@ def gaming_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 # What the main table's column headers mean (table.md and the terminal show them; terms: docs/glossary.md).
 COLUMNS = (
     "Columns: **fail C % (feasible)** = share of measurement windows in which class C wanted at least its "
-    "guarantee and got less (in brackets: counting only windows where the guarantee was feasible); "
+    "guarantee and got less (in brackets: counting only windows where the guarantee was feasible at its "
+    "host's NIC; then, where shown, at every link of the network); "
     "**util %** = utilisation of the bottleneck channels; **spare C** = the share of the spare bandwidth "
     "(above the guarantees) class C got, divided by the share its weight entitles it to (1 = on target); "
     "**got C Mb/s** = its rate while it had data to send; **paid C/h** = its price per VM-hour; "
@@ -265,20 +285,14 @@ def _question(doc: dict[str, Any], key: str, point: str) -> tuple[str, list[list
         guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
         if not guaranteed:
             return "no class buys a guarantee here", [], ""
-        head = ["scheme", *[f"{c}: windows failed % (of feasible %)" for c in guaranteed]]
+        label = _feasible_label(res.values())
+        head = ["scheme", *[f"{c}: windows failed % ({label})" for c in guaranteed]]
         rows = [head]
         clean = []
         for s, r in res.items():
             cl = r["classes"]
-            rows.append(
-                [s]
-                + [
-                    f"{_pm(cl.get(c, {}).get('fail_share'), '{:.1f}', 100)} "
-                    f"({_pm(cl.get(c, {}).get('fail_share_feasible'), '{:.1f}', 100)})"
-                    for c in guaranteed
-                ]
-            )
-            if all((_mean(cl.get(c, {}).get("fail_share_feasible")) or 0) == 0 for c in guaranteed):
+            rows.append([s] + [_fails(cl.get(c, {})) for c in guaranteed])
+            if all((_mean(_feasible_fails(cl.get(c, {}))) or 0) == 0 for c in guaranteed):
                 clean.append(s)
         text = f"no guarantee failure where the guarantee was feasible: {', '.join(clean) or 'no scheme'}"
         return text, rows, "yes" if clean else "no"
