@@ -42,8 +42,10 @@ from paccp.compare.distance import Net
 if TYPE_CHECKING:
     from paccp.compare.setup import Setup
 
-FULL = 1.0 - 1e-9
-"""A fulfilment at least this is 1 (the linear programs' rounding)."""
+FULL = 1.0 - 1e-6
+"""A fulfilment at least this is 1: the linear programs meet their constraints to HiGHS's absolute
+tolerance (1e-7 of the largest link), a relative error of up to about 1e-6 on a guarantee a tenth of it,
+and a window whose guarantees fit exactly must not be called infeasible by that rounding."""
 _TOL = 1e-7
 _NEGLIGIBLE = 1e-6
 _SLACK = 1e-6
