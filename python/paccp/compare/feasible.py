@@ -42,6 +42,9 @@ from paccp.compare.distance import Net
 if TYPE_CHECKING:
     from paccp.compare.setup import Setup
 
+#: A connection in a window's problem: its VM, its route's links and the most it can carry (payload bit/s).
+Conn = tuple[str, tuple[str, ...], float]
+
 FULL = 1.0 - 1e-6
 """A fulfilment at least this is 1: the linear programs meet their constraints to HiGHS's absolute
 tolerance (1e-7 of the largest link), a relative error of up to about 1e-6 on a guarantee a tenth of it,
@@ -66,7 +69,7 @@ def fulfilment(raw: dict[str, Any], setup: Setup, needs: dict[str, np.ndarray]) 
     host = {v.id: v.host for v in setup.vms}
     ends = {str(f["id"]): (f.get("src") or host[f["vm"]], f["dst"]) for f in setup.flows}
     # per window: (vm, route, upper bound) of each connection of a VM that needs something
-    per_win: dict[int, list[tuple[str, tuple[str, ...], float]]] = defaultdict(list)
+    per_win: dict[int, list[Conn]] = defaultdict(list)
     for cid, (vm, rows) in cb.items():
         if vm not in needs or cid not in ends:
             continue
@@ -96,9 +99,7 @@ def fulfilment(raw: dict[str, Any], setup: Setup, needs: dict[str, np.ndarray]) 
     return out
 
 
-def _max_min(
-    conns: list[tuple[str, tuple[str, ...], float]], need: dict[str, float], cap: dict[str, float]
-) -> dict[str, float]:
+def _max_min(conns: list[Conn], need: dict[str, float], cap: dict[str, float]) -> dict[str, float]:
     """The max-min fair fulfilment of ``need`` over the connections (vm, route, upper bound)."""
     if not _may_overflow(conns, need, cap):
         return dict.fromkeys(need, 1.0)
@@ -161,9 +162,7 @@ def _max_min(
     return frozen
 
 
-def _may_overflow(
-    conns: list[tuple[str, tuple[str, ...], float]], need: dict[str, float], cap: dict[str, float]
-) -> bool:
+def _may_overflow(conns: list[Conn], need: dict[str, float], cap: dict[str, float]) -> bool:
     """Whether some link could be over-committed: the needs of the VMs crossing it, each at most what
     its connections through it can carry, sum above its capacity (else every VM gets its need)."""
     through: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))

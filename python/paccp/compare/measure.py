@@ -187,6 +187,7 @@ def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
             nic[a] += rate
     arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     sold: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(n))
+    needs: dict[str, np.ndarray] = {}  # what each guaranteed VM needs per window (payload bit/s)
     for v in setup.vms:
         m = raw["vms"].get(v.id)
         g_bps = v.purchase.guarantee
@@ -199,13 +200,10 @@ def vm_rates(raw: dict[str, Any], setup: Setup) -> dict[str, dict[str, Any]]:
             sold[v.host] = sold[v.host] + np.where(demand, g_bps, 0)
         else:
             share = np.asarray(pres, dtype=np.float64)[k0:last]
-            sold[v.host] = sold[v.host] + np.where(demand, 1.0, share) * g_bps
-    needs = {}
-    for v in setup.vms:
-        m = raw["vms"].get(v.id)
-        if v.purchase.guarantee > 0 and m is not None and m.get("present") is not None:
-            share = np.asarray(m["present"], dtype=np.float64)[k0:last]
-            needs[v.id] = np.where(arrays[v.id][2], 1.0, share) * v.purchase.guarantee * pf
+            wanted = np.where(demand, 1.0, share) * g_bps
+            sold[v.host] = sold[v.host] + wanted
+            if g_bps > 0:
+                needs[v.id] = wanted * pf
     reach = fulfilment(raw, setup, needs)
     out: dict[str, dict[str, Any]] = {}
     for v in setup.vms:
