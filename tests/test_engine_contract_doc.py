@@ -3,8 +3,8 @@
 The reference page (``reference/engine.md``) is generated from ``paccp._engine.contract_json()``, the JSON
 Schema the engine derives from its own input types: it must have a row for every key of the input and of
 every built-in scheme. The hand-written contract page must name only keys the engine takes, name every
-key it takes, and document every key of the output a run returns (connections, handshake and cwnd
-samples included), so neither side can change without the other.
+key it takes, and document every key of the output a run returns (connections, handshake, cwnd
+samples and the host law's counters included), so neither side can change without the other.
 """
 
 from __future__ import annotations
@@ -112,9 +112,29 @@ def _full_output() -> dict[str, Any]:
     return json.loads(_engine.run_json(json.dumps(eng), None))  # type: ignore[no-any-return]
 
 
+def _host_law_output() -> dict[str, Any]:
+    """A short run of paccp-host (the Clos comparison file's gaming point): the ``host_law`` part."""
+    from paccp.compare.schemes import SCHEMES
+    from paccp.compare.setup import gaming_setup
+    from paccp.compare.spec import load_spec
+    from paccp.sim.sweep import Point, resolve
+
+    spec = load_spec(REPO / "scenarios" / "compare-clos-mapreduce.toml").quick()
+    assert spec.cfg.gaming is not None
+    setup = gaming_setup(spec.cfg.gaming, 4, 1, spec.cfg.window, spec.base.get("transport"))
+    resolved = resolve(Point(scenario=SCHEMES["paccp-host"].build(setup), params={}), where="test").resolved
+    assert resolved is not None
+    eng = copy.deepcopy(resolved.engine)
+    eng["duration_ns"] = 20_000_000
+    return json.loads(_engine.run_json(json.dumps(eng), None))  # type: ignore[no-any-return]
+
+
 def test_the_contract_page_documents_every_output_key() -> None:
     out = _full_output()
     assert {"connections", "handshake"} <= set(out)
+    host = _host_law_output()
+    assert "host_law" in host
+    out |= {"host_law": host["host_law"]}
     keys = set(out) | {k for v in out.values() if isinstance(v, dict) for k in v}
     documented = jsonc_keys(sections()[1])
     assert not keys - documented, (

@@ -246,3 +246,32 @@ def test_an_ideal_scheduler_in_whole_segments_misses_small_shares() -> None:
         with mock.patch.object(distance, "window_shares", return_value=series):
             b = distance.whole_segment_bound(raw, setup)  # type: ignore[arg-type]
         assert abs(b["classes"]["Y"]["within"] - within) < 0.011, (per_window, b)
+
+
+def test_the_engine_reports_what_the_hosts_law_saw() -> None:
+    """The engine's ``host_law`` (what ``tools/law_counters.py`` prints): one row per VM under paccp-host,
+    its law's mean rate consistent with the bottleneck it shares (the Clos file's gaming point: 4 VMs on
+    one 1 Gb/s link); nothing without the host's law."""
+    from paccp.sim import engine
+
+    spec = load_spec(REPO / "scenarios" / "compare-clos-mapreduce.toml").quick()
+    g = spec.cfg.gaming
+    assert g is not None
+    setup = gaming_setup(g, 4, 1, spec.cfg.window, spec.base.get("transport"))
+    for name in ("paccp-host", "paccp-host-no-fabric"):
+        resolved = resolve(Point(scenario=SCHEMES[name].build(setup), params={}), where="test").resolved
+        assert resolved is not None
+        res = engine.run(resolved.engine)
+        if name == "paccp-host-no-fabric":
+            assert res.host_law is None
+            continue
+        assert res.host_law is not None
+        law = {str(r["vm"]): r for r in res.host_law.to_pylist()}
+        assert set(law) == {v.id for v in setup.vms}
+        seg_bits = (resolved.scenario.transport.mtu - resolved.scenario.transport.header) * 8
+        total_bps = 0.0
+        for r in law.values():
+            t = r["marked_ns"] + r["unmarked_ns"] + r["unused_ns"]
+            assert r["samples"] > 0 and 0 < r["marked_ns"] < t, r
+            total_bps += r["law_segments"] / (r["law_ns"] / 1e9) * seg_bits
+        assert 0.7 * g.rate <= total_bps <= 1.5 * g.rate, (total_bps, g.rate)

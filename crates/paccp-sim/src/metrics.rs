@@ -154,7 +154,7 @@ pub(crate) fn output(o: &OutputParts<'_>) -> Value {
         "drops_ack": rt.iter().map(|c| c.drops_ack).collect::<Vec<_>>(),
         "max_queue_bytes": rt.iter().map(|c| c.max_queue_bytes).collect::<Vec<_>>(),
     });
-    json!({
+    let mut out = json!({
         "flows": flows,
         "channels": channels,
         "samples": o.sampler.json(fl),
@@ -165,5 +165,36 @@ pub(crate) fn output(o: &OutputParts<'_>) -> Value {
             "packets_dropped": o.stats.packets_dropped,
             "peak_packets_in_flight": o.stats.peak_in_flight,
         }
-    })
+    });
+    if let Some(law) = host_law(o) {
+        out["host_law"] = law;
+    }
+    out
+}
+
+/// What the hosts' congestion control saw of each VM (`host_law`, only when a host selector counts
+/// it: `paccp_host` with its window), one row per VM, in the order of the hosts' channels.
+fn host_law(o: &OutputParts<'_>) -> Option<Value> {
+    let rows: Vec<(u32, crate::host::LawCounters)> = o
+        .channels
+        .iter()
+        .filter_map(|c| c.sched.as_deref())
+        .flat_map(|q| q.law_counters())
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let col = |f: fn(&crate::host::LawCounters) -> f64| {
+        rows.iter().map(|(_, l)| f(l) / 1e3).collect::<Vec<_>>()
+    };
+    Some(json!({
+        "vm": rows.iter().map(|(v, _)| o.vm_names.get(*v as usize).cloned()).collect::<Vec<_>>(),
+        "samples": rows.iter().map(|(_, l)| l.samples).collect::<Vec<_>>(),
+        "delay_ns": col(|l| l.delay_ps),
+        "marked_ns": col(|l| l.marked_ps),
+        "unmarked_ns": col(|l| l.unmarked_ps),
+        "unused_ns": col(|l| l.unused_ps),
+        "law_segments": rows.iter().map(|(_, l)| l.law_segments).collect::<Vec<_>>(),
+        "law_ns": col(|l| l.law_ps),
+    }))
 }

@@ -79,6 +79,23 @@ _HANDSHAKE_TYPES: dict[str, pa.DataType] = {
     "syns": pa.int64(),
 }
 
+# What the hosts' congestion control saw of each VM (only with ``[scheme] kind = "paccp_host"`` and its
+# window): one row per VM. ``delay_ns`` sums the queueing delay beyond the host over its ``samples``;
+# ``marked_ns`` / ``unmarked_ns`` / ``unused_ns`` are the time the law advanced over with the ACK marked,
+# unmarked with the window in use, unmarked with it not in use (each ACK's interval since its connection's
+# previous one; since the VM's previous one while its ACKs are pooled); ``law_segments`` over ``law_ns`` is
+# the VM's mean law rate (its connections' windows over their RTTs).
+_HOST_LAW_TYPES: dict[str, pa.DataType] = {
+    "vm": pa.string(),
+    "samples": pa.int64(),
+    "delay_ns": pa.float64(),
+    "marked_ns": pa.float64(),
+    "unmarked_ns": pa.float64(),
+    "unused_ns": pa.float64(),
+    "law_segments": pa.float64(),
+    "law_ns": pa.float64(),
+}
+
 
 @dataclass(frozen=True)
 class Samples:
@@ -110,6 +127,8 @@ class EngineResult:
     connections: pa.Table | None = None
     # One row per flow with the TCP handshake (``transport.handshake``); None without it.
     handshake: pa.Table | None = None
+    # One row per VM of a ``paccp_host`` scheme with its window (``_HOST_LAW_TYPES``); None otherwise.
+    host_law: pa.Table | None = None
 
 
 def _table(cols: Mapping[str, list[Any]], types: Mapping[str, pa.DataType]) -> pa.Table:
@@ -145,6 +164,7 @@ def parse_output(out: Mapping[str, Any]) -> EngineResult:
         stats={str(k): int(v) for k, v in out["stats"].items()},
         connections=_table(out["connections"], _CONNECTION_TYPES) if "connections" in out else None,
         handshake=_table(out["handshake"], _HANDSHAKE_TYPES) if "handshake" in out else None,
+        host_law=_table(out["host_law"], _HOST_LAW_TYPES) if "host_law" in out else None,
     )
 
 

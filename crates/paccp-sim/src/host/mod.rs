@@ -45,6 +45,28 @@ pub struct VmInfo {
     pub omega: f64,
 }
 
+/// What a host's congestion control saw of one VM's traffic ([`Selector::law_counters`]): the
+/// signal its law met and the rate it set, for comparing VMs at one bottleneck.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LawCounters {
+    /// ACKs whose RTT sample advanced the law.
+    pub samples: u64,
+    /// Their queueing delay beyond the host, summed (ps).
+    pub delay_ps: f64,
+    /// Time the law advanced over with the ACK marked (ps): each ACK's interval since its
+    /// connection's previous one (since the VM's previous one while its ACKs are pooled).
+    pub marked_ps: f64,
+    /// The same, unmarked with the window in use (the law grew).
+    pub unmarked_ps: f64,
+    /// The same, unmarked with the window not in use (the law held).
+    pub unused_ps: f64,
+    /// The VM's law rate (its connections' windows over their RTTs) integrated over the time
+    /// between its ACKs (segments).
+    pub law_segments: f64,
+    /// That time (ps).
+    pub law_ps: f64,
+}
+
 /// Picks which VM queue a host's NIC serves next.
 pub trait Selector: std::fmt::Debug {
     /// The index of a non-empty queue to serve now, or `None` if none may send now (at least one
@@ -72,6 +94,11 @@ pub trait Selector: std::fmt::Debug {
     /// Whether the host wants the ACKs of its flows ([`Selector::on_ack_in`]).
     fn wants_acks(&self) -> bool {
         false
+    }
+    /// What its congestion control saw of each VM (engine index), for the output's `host_law`
+    /// (the default: nothing).
+    fn law_counters(&self) -> Vec<(u32, LawCounters)> {
+        Vec::new()
     }
     /// Whether the host drops a retransmission of a segment whose original still waits in its
     /// queue ([`Qdisc::holds_copy`]; the default: no).
@@ -183,6 +210,12 @@ impl Selector for AnySelector {
         match self {
             AnySelector::RoundRobin(_) => false,
             AnySelector::Custom(s) => s.wants_acks(),
+        }
+    }
+    fn law_counters(&self) -> Vec<(u32, LawCounters)> {
+        match self {
+            AnySelector::RoundRobin(_) => Vec::new(),
+            AnySelector::Custom(s) => s.law_counters(),
         }
     }
     fn drops_copies(&self) -> bool {
@@ -387,6 +420,11 @@ impl Qdisc for PerVm {
     /// [`Selector::wants_acks`] of its selector.
     fn wants_acks(&self) -> bool {
         self.selector.wants_acks()
+    }
+
+    /// [`Selector::law_counters`] of its selector.
+    fn law_counters(&self) -> Vec<(u32, LawCounters)> {
+        self.selector.law_counters()
     }
 
     /// [`Selector::on_flow_start`] of its selector, with its queues.

@@ -130,7 +130,7 @@
 //!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
 //!
 //! ACKs are never held and go first.
-use super::{AnySelector, Selector, SelectorMaker, VmInfo, VmQueue};
+use super::{AnySelector, LawCounters, Selector, SelectorMaker, VmInfo, VmQueue};
 use crate::error::{EngineError, Result};
 use crate::net::Pkt;
 use schemars::JsonSchema;
@@ -419,6 +419,8 @@ struct VmState {
     halved: u64,
     /// Its connections waiting for their turn (`turns`), first come first served.
     turns: std::collections::VecDeque<u32>,
+    /// What the law saw of it (the output's `host_law`).
+    law: LawCounters,
 }
 
 /// Part 3's state of one connection.
@@ -591,6 +593,7 @@ impl PaccpHost {
             last_ack: 0,
             halved: 0,
             turns: std::collections::VecDeque::new(),
+            law: LawCounters::default(),
         })
     }
 
@@ -714,6 +717,7 @@ impl PaccpHost {
             return Some(cap.ceil() as u64);
         }
         let mut mark = None;
+        let mut delay = None;
         if let Some(rtt) = sample {
             c.base_ps = c.base_ps.min(rtt);
             c.srtt_ps = if c.srtt_ps == 0.0 {
@@ -723,6 +727,7 @@ impl PaccpHost {
             };
             c.acks += 1;
             let m = rtt - c.base_ps > f.mark_ns.saturating_mul(1000);
+            delay = Some((rtt - c.base_ps) as f64);
             if m {
                 c.marked += 1;
             }
@@ -764,6 +769,11 @@ impl PaccpHost {
                 grow_marked: f.grow_marked,
             };
             self.advance(vm, pkt.flow, step, m, paced, idle, now);
+        }
+        if let Some(d) = delay {
+            let l = &mut self.vm(vm, now).law;
+            l.samples += 1;
+            l.delay_ps += d;
         }
         let c = self.conns.get_mut(&pkt.flow)?;
         let mut vm_lost = false;
@@ -1006,12 +1016,16 @@ impl PaccpHost {
         };
         s.last_ack = now;
         // the VM's window in effect (segments per RTT): pooled, its ACKs come about 1 / X RTTs apart
-        let x_vm: f64 = self
+        let (x_vm, law_rate) = self
             .conns
             .values()
             .filter(|c| c.vm == vm && c.alive(idle, now))
-            .map(|c| c.x)
-            .sum();
+            .fold((0.0, 0.0), |(x, r), c| {
+                let per_ps = if c.rtt_ps > 0.0 { c.x / c.rtt_ps } else { 0.0 };
+                (x + c.x, r + per_ps)
+            });
+        // the ACKing connection's interval and what the law did over it (the output's `host_law`)
+        let mut stepped = None;
         for (id, c) in self.conns.iter_mut() {
             if c.vm != vm || !(paced || *id == flow) || !c.alive(idle, now) {
                 continue;
@@ -1033,9 +1047,23 @@ impl PaccpHost {
                 c.ss = false;
             }
             let used = c.used || c.x < 1.0;
+            if *id == flow {
+                stepped = Some((own as f64, used));
+            }
             c.w = step
                 .advance(c.w, rtts, marked, c.ss && used && !marked, used)
                 .clamp(MIN_LAW_WND, cap(c));
+        }
+        if let Some(s) = self.vms.get_mut(&vm) {
+            let l = &mut s.law;
+            match stepped {
+                Some((t, _)) if marked => l.marked_ps += t,
+                Some((t, true)) => l.unmarked_ps += t,
+                Some((t, false)) => l.unused_ps += t,
+                None => {}
+            }
+            l.law_segments += law_rate * since as f64;
+            l.law_ps += since as f64;
         }
     }
 
@@ -1345,6 +1373,14 @@ impl Selector for PaccpHost {
 
     fn wants_acks(&self) -> bool {
         self.p.window.is_some()
+    }
+
+    fn law_counters(&self) -> Vec<(u32, LawCounters)> {
+        self.vms
+            .iter()
+            .filter(|(_, s)| s.law.samples > 0 || s.law.law_ps > 0.0)
+            .map(|(v, s)| (*v, s.law))
+            .collect()
     }
 
     fn subqueue(&self, pkt: &Pkt) -> u32 {

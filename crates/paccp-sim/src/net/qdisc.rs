@@ -47,6 +47,11 @@ pub trait Qdisc: std::fmt::Debug {
     fn wants_acks(&self) -> bool {
         false
     }
+    /// What its host's congestion control saw of each VM (engine index; the default: nothing;
+    /// [`crate::host::Selector::law_counters`]).
+    fn law_counters(&self) -> Vec<(u32, crate::host::LawCounters)> {
+        Vec::new()
+    }
     /// A copy of data packet `pkt` (its flow's same segment) still waits here, so a retransmission
     /// of it would only take the copy's place on the wire again (the default: never looked for).
     /// The channel then drops the retransmission before admission, as a virtual switch holding the

@@ -1093,3 +1093,40 @@ fn the_laws_share_depends_on_the_marked_share_less_when_it_grows_in_marked_time(
     assert!((ratio(false) - 0.71).abs() < 0.03, "{}", ratio(false));
     assert!((ratio(true) - 0.86).abs() < 0.03, "{}", ratio(true));
 }
+
+#[test]
+fn the_law_counts_what_it_saw_of_each_vm() {
+    // one connection: 10 round trips with 20 us of queueing beyond the host (unmarked), then 10 with
+    // 260 us (marked, above the 50 us threshold)
+    let mut h = windowed_fluid(0, 1.0, true, true);
+    let mut t = 0;
+    for (seq, q) in (0..20).zip([20_000_000u64; 10].into_iter().chain([260_000_000; 10])) {
+        let rtt = 40_000_000 + q;
+        round_trip_with(&mut h, 0, seq, t, rtt, 4);
+        t += rtt;
+    }
+    let counters = h.law_counters();
+    assert_eq!(counters.len(), 1);
+    let (vm, l) = counters[0];
+    assert_eq!(vm, 0);
+    assert_eq!(l.samples, 20, "{l:?}");
+    assert!(
+        (l.delay_ps - (10.0 * 20e6 + 10.0 * 260e6)).abs() < 1.0,
+        "{l:?}"
+    );
+    // each ACK stands for the time since the previous one (60 us unmarked, 300 us marked); the first
+    // two stand for none (here the host has no record of the VM before its first ACK)
+    assert!((l.marked_ps - 10.0 * 300e6).abs() < 1.0, "{l:?}");
+    assert!(
+        (l.unmarked_ps + l.unused_ps - 8.0 * 60e6).abs() < 1.0,
+        "{l:?}"
+    );
+    assert!(
+        (l.law_ps - (8.0 * 60e6 + 10.0 * 300e6)).abs() < 1.0,
+        "{l:?}"
+    );
+    assert!(l.law_segments > 0.0, "{l:?}");
+    // a host without the window part counts nothing
+    let h = windowed_cap_off();
+    assert!(h.law_counters().is_empty());
+}
