@@ -175,7 +175,7 @@ pub(crate) fn output(o: &OutputParts<'_>) -> Value {
 /// What the hosts' congestion control saw of each VM (`host_law`, only when a host selector counts
 /// it: `paccp_host` with its window), one row per VM, in the order of the hosts' channels.
 fn host_law(o: &OutputParts<'_>) -> Option<Value> {
-    let rows: Vec<(u32, crate::host::LawCounters)> = o
+    let rows: Vec<(u32, crate::net::qdisc::LawCounters)> = o
         .channels
         .iter()
         .filter_map(|c| c.sched.as_deref())
@@ -184,7 +184,7 @@ fn host_law(o: &OutputParts<'_>) -> Option<Value> {
     if rows.is_empty() {
         return None;
     }
-    let col = |f: fn(&crate::host::LawCounters) -> f64| {
+    let col = |f: fn(&crate::net::qdisc::LawCounters) -> f64| {
         rows.iter().map(|(_, l)| f(l) / 1e3).collect::<Vec<_>>()
     };
     Some(json!({

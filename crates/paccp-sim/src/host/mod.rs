@@ -15,6 +15,7 @@ pub mod softbw;
 
 use crate::config::BufCfg;
 use crate::error::{EngineError, Result};
+pub use crate::net::qdisc::LawCounters;
 use crate::net::qdisc::{limits, Fifo, Pop, Qdisc};
 use crate::net::{Pkt, QKey};
 use schemars::JsonSchema;
@@ -43,28 +44,6 @@ pub struct VmInfo {
     pub theta_bps: u64,
     /// Its weight.
     pub omega: f64,
-}
-
-/// What a host's congestion control saw of one VM's traffic ([`Selector::law_counters`]): the
-/// signal its law met and the rate it set, for comparing VMs at one bottleneck.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LawCounters {
-    /// ACKs whose RTT sample advanced the law.
-    pub samples: u64,
-    /// Their queueing delay beyond the host, summed (ps).
-    pub delay_ps: f64,
-    /// Time the law advanced over with the ACK marked (ps): each ACK's interval since its
-    /// connection's previous one (since the VM's previous one while its ACKs are pooled).
-    pub marked_ps: f64,
-    /// The same, unmarked with the window in use (the law grew).
-    pub unmarked_ps: f64,
-    /// The same, unmarked with the window not in use (the law held).
-    pub unused_ps: f64,
-    /// The VM's law rate (its connections' windows over their RTTs) integrated over the time
-    /// between its ACKs (segments).
-    pub law_segments: f64,
-    /// That time (ps).
-    pub law_ps: f64,
 }
 
 /// Picks which VM queue a host's NIC serves next.

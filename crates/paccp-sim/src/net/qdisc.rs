@@ -49,7 +49,7 @@ pub trait Qdisc: std::fmt::Debug {
     }
     /// What its host's congestion control saw of each VM (engine index; the default: nothing;
     /// [`crate::host::Selector::law_counters`]).
-    fn law_counters(&self) -> Vec<(u32, crate::host::LawCounters)> {
+    fn law_counters(&self) -> Vec<(u32, LawCounters)> {
         Vec::new()
     }
     /// A copy of data packet `pkt` (its flow's same segment) still waits here, so a retransmission
@@ -85,6 +85,28 @@ pub trait Qdisc: std::fmt::Debug {
     fn on_reopen(&mut self, _flow: u32, _now_ps: u64) -> Option<u64> {
         None
     }
+}
+
+/// What a host's congestion control saw of one VM's traffic ([`crate::host::Selector::law_counters`]): the
+/// signal its law met and the rate it set, for comparing VMs at one bottleneck.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LawCounters {
+    /// ACKs whose RTT sample advanced the law.
+    pub samples: u64,
+    /// Their queueing delay beyond the host, summed (ps).
+    pub delay_ps: f64,
+    /// Time the law advanced over with the ACK marked (ps): each ACK's interval since its
+    /// connection's previous one (since the VM's previous one while its ACKs are pooled).
+    pub marked_ps: f64,
+    /// The same, unmarked with the window in use (the law grew).
+    pub unmarked_ps: f64,
+    /// The same, unmarked with the window not in use (the law held).
+    pub unused_ps: f64,
+    /// The VM's law rate (its connections' windows over their RTTs) integrated over the time
+    /// between its ACKs (segments).
+    pub law_segments: f64,
+    /// That time (ps).
+    pub law_ps: f64,
 }
 
 /// What a discipline yields when the serialiser is free.
