@@ -6,7 +6,8 @@
 One run of the file's gaming point (its VMs on one bottleneck, the gamer with k connections) under a
 ``paccp_host`` scheme (``paccp-host`` or one of its ablations / variants), and per VM, from the engine's
 ``host_law`` output: the share of the law's time marked (queueing delay beyond the host above its
-threshold) and, of its unmarked time, the share with the window not in use (the law holding); the mean
+threshold) and, of its unmarked time, the share with the window not in use (the law holding, above the
+guarantee); the mean
 queueing delay its ACKs met; its law's mean rate; what it delivered beside it. The fabric gaming gains
 below 1 (docs/host-scheme.md, "Not solved") show up here as a gamer marked in more of its time, or
 delivering less of its law's rate, than the VMs beside it.
@@ -49,10 +50,12 @@ def main() -> None:
     s = res.samples
     warm = int(resolved.scenario.run.warmup)
     k0 = -(-warm // s.interval_ns)
+    row_of = {fid: i for i, fid in enumerate(s.flow_ids)}
     got: dict[str, float] = {}
-    for f, row in zip(res.flows.to_pylist(), s.acked_bytes, strict=True):
-        vm = str(f["vm"])
-        got[vm] = got.get(vm, 0.0) + float(np.sum(row[k0:]))
+    for f in res.flows.to_pylist():
+        if f["id"] in row_of:
+            vm = str(f["vm"])
+            got[vm] = got.get(vm, 0.0) + float(np.sum(s.acked_bytes[row_of[f["id"]], k0:]))
     span_ms = (s.acked_bytes.shape[1] - k0) * s.interval_ns / 1e6
     head = f"{a.file.stem}, {a.scheme}, k = {a.k}, seed {a.seed}"
     print(f"{head} (rates over the {span_ms:.0f} ms after warm-up)")

@@ -80,7 +80,8 @@ _HANDSHAKE_TYPES: dict[str, pa.DataType] = {
 }
 
 # What the hosts' congestion control saw of each VM (only with ``[scheme] kind = "paccp_host"`` and its
-# window): one row per VM. ``delay_ns`` sums the queueing delay beyond the host over its ``samples``;
+# window): one row per VM. ``delay_ns`` sums the queueing delay beyond the host over its ``samples`` (ACKs
+# with an RTT sample);
 # ``marked_ns`` / ``unmarked_ns`` / ``unused_ns`` are the time the law advanced over with the ACK marked,
 # unmarked with the window in use, unmarked with it not in use (each ACK's interval since its connection's
 # previous one; since the VM's previous one while its ACKs are pooled); ``law_segments`` over ``law_ns`` is

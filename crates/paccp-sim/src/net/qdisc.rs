@@ -87,20 +87,22 @@ pub trait Qdisc: std::fmt::Debug {
     }
 }
 
-/// What a host's congestion control saw of one VM's traffic ([`crate::host::Selector::law_counters`]): the
-/// signal its law met and the rate it set, for comparing VMs at one bottleneck.
+/// What a host's congestion control saw of one VM's traffic
+/// ([`crate::host::Selector::law_counters`]): the signal its law met and the rate it set, for
+/// comparing VMs at one bottleneck.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LawCounters {
-    /// ACKs whose RTT sample advanced the law.
+    /// ACKs that carried an RTT sample.
     pub samples: u64,
     /// Their queueing delay beyond the host, summed (ps).
     pub delay_ps: f64,
     /// Time the law advanced over with the ACK marked (ps): each ACK's interval since its
     /// connection's previous one (since the VM's previous one while its ACKs are pooled).
     pub marked_ps: f64,
-    /// The same, unmarked with the window in use (the law grew).
+    /// The same, unmarked with the window in use (the law grows).
     pub unmarked_ps: f64,
-    /// The same, unmarked with the window not in use (the law held).
+    /// The same, unmarked with the window not in use (the law holds, unless the VM is below its
+    /// guarantee).
     pub unused_ps: f64,
     /// The VM's law rate (its connections' windows over their RTTs) integrated over the time
     /// between its ACKs (segments).
