@@ -7,8 +7,8 @@ One run of the file's gaming point (its VMs on one bottleneck, the gamer with k 
 ``paccp_host`` scheme (``paccp-host`` or one of its ablations / variants), and per VM, from the engine's
 ``host_law`` output: the share of the law's time marked (queueing delay beyond the host above its
 threshold) and, of its unmarked time, the share with the window not in use (the law holding, above the
-guarantee); the mean
-queueing delay its ACKs met; its law's mean rate; what it delivered beside it. The fabric gaming gains
+guarantee); the mean queueing delay its ACKs met; its law's mean rate; what it delivered beside it.
+The fabric gaming gains
 below 1 (docs/host-scheme.md, "Not solved") show up here as a gamer marked in more of its time, or
 delivering less of its law's rate, than the VMs beside it.
 """
@@ -23,6 +23,7 @@ import numpy as np
 from paccp.compare.schemes import parse_schemes
 from paccp.compare.setup import gaming_setup
 from paccp.compare.spec import load_spec
+from paccp.errors import UserError
 from paccp.sim import engine
 from paccp.sim.sweep import Point, resolve
 
@@ -38,7 +39,10 @@ def main() -> None:
     g = spec.cfg.gaming
     if g is None:
         raise SystemExit(f"{a.file}: no [compare.gaming] table")
-    (scheme,) = parse_schemes(a.scheme)
+    try:
+        (scheme,) = parse_schemes(a.scheme)
+    except (UserError, ValueError) as e:
+        raise SystemExit(f"--scheme {a.scheme!r}: one paccp_host scheme of paccp compare ({e})") from None
     setup = gaming_setup(g, a.k, a.seed, spec.cfg.window, spec.base.get("transport"))
     resolved = resolve(Point(scenario=scheme.build(setup), params={}), where=str(a.file)).resolved
     assert resolved is not None
