@@ -137,6 +137,14 @@ pub struct StrictPriorityCfg {
     /// RED early drop in front of every level ([`crate::net::red`]; none: drop-tail only).
     #[serde(default)]
     pub red: Option<crate::net::red::RedCfg>,
+    /// CE threshold: a packet that finds more than this backlog (all levels, at the channel's
+    /// rate) is marked CE, and its ACK echoes it (none: no marking).
+    #[serde(default)]
+    pub ce_ns: Option<u64>,
+    /// The levels share the channel's own buffer (its link's `buffer`): a packet is admitted while
+    /// all levels together hold less than it; `levels` then gives only their number.
+    #[serde(default)]
+    pub shared_buffer: bool,
 }
 
 /// One queue per VM (flows without a VM share one), served by a packet selector (`kind = "per_vm"`).

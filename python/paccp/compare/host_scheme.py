@@ -79,6 +79,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no-turns": {"turns": False},
     "no-dedup": {"dedup": False},
     "no-retag": {"retag": False},
+    "no-prio": {"prio": False},
 }
 
 #: Variants: name suffix -> switches of changes not shipped (docs/host-scheme.md, "Not solved").

@@ -57,6 +57,11 @@ pub trait Selector: std::fmt::Debug {
     }
     /// Packet `pkt` left queue `idx`.
     fn on_dequeue(&mut self, _idx: usize, _pkt: &Pkt, _now_ps: u64) {}
+    /// After [`Selector::on_dequeue`]: the class (priority level in the switches) the host gives the
+    /// packet (`None`, the default: the one its guest gave it).
+    fn class_of(&mut self, _pkt: &Pkt, _now_ps: u64) -> Option<u8> {
+        None
+    }
     /// The sub-queue of its VM a packet joins (default 0: one queue per VM). The VM's buffer limit
     /// holds for all its sub-queues together.
     fn subqueue(&self, _pkt: &Pkt) -> u32 {
@@ -171,6 +176,12 @@ impl Selector for AnySelector {
         match self {
             AnySelector::RoundRobin(s) => s.on_dequeue(idx, pkt, now),
             AnySelector::Custom(s) => s.on_dequeue(idx, pkt, now),
+        }
+    }
+    fn class_of(&mut self, pkt: &Pkt, now: u64) -> Option<u8> {
+        match self {
+            AnySelector::RoundRobin(_) => None,
+            AnySelector::Custom(s) => s.class_of(pkt, now),
         }
     }
     fn subqueue(&self, pkt: &Pkt) -> u32 {
@@ -370,8 +381,11 @@ impl Qdisc for PerVm {
         }
         match self.selector.select(&self.queues, now) {
             Some(i) => match self.queues[i].fifo.pop() {
-                Some(p) => {
+                Some(mut p) => {
                     self.selector.on_dequeue(i, &p, now);
+                    if let Some(c) = self.selector.class_of(&p, now) {
+                        p.class = c;
+                    }
                     Pop::Packet(p)
                 }
                 None => Pop::Empty,

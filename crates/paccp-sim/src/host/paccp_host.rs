@@ -41,8 +41,8 @@
 //!      active connections (VBP: theta / n, omega / n), driven by a signal that does not wait for a
 //!      loss: the queueing delay beyond the host, the ACK's RTT measured from the segment's departure
 //!      from the host (the host queue's own wait excluded) minus the unloaded RTT (or a smaller one
-//!      seen), "marked" above `mark_ns` (as ECN at a switch queue with a threshold, which the
-//!      engine's switches do not have). The window imposed is the law's W, never below Wmin (theta / n
+//!      seen), "marked" above `mark_ns` (as ECN at a switch queue with a threshold; with `prio` the
+//!      switches mark CE too, and an ACK echoing it is marked). The window imposed is the law's W, never below Wmin (theta / n
 //!      over the current RTT) nor above the cap. A connection that joins a VM with live connections
 //!      starts at their mean window (not at the cap).
 //!    - **the law in time** (`fluid = true`): each ACK advances W over the time since the
@@ -125,9 +125,20 @@
 //!      segment at once. Together they bring the fabric gaming points' many-connection VM to
 //!      0.78-1.05 of its share, but guaranteed VMs held at their floor then fail more windows
 //!      (docs/host-scheme.md, "Not solved").
-//!    - a retransmission ends the connection's round at the next ACK even without an RTT sample (a
-//!      guest in loss recovery echoes old timestamps), and an ACK advances the law by at most the
-//!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
+//!    - **the guarantee at priority** (`prio`; absent from the JSON: off; the scenario's
+//!      `[scheme] prio` is on by default, off is the ablation `paccp-host-no-prio`;
+//!      docs/host-scheme.md, "The guarantee at priority"): the switches serve two strict-priority
+//!      levels sharing their link's buffer and mark CE on data that finds more than `mark_ns` of
+//!      the port's backlog, whatever its level. A connection of a VM with a guarantee whose law
+//!      window is at its guarantee's floor (W <= Wmin: the law holds the VM at theta) sends at the
+//!      high level, any other at the low one ([`Selector::class_of`]), so a guarantee does not wait
+//!      behind the traffic above the others' guarantees. A connection goes down at once, but up
+//!      only once nothing it sent at the low level is unacknowledged: its high segments would
+//!      overtake its low ones, and a guest takes three segments overtaken for a loss (with a
+//!      per-packet token bucket at theta instead, the leaf-spine's MRG failed 16.5 % of its
+//!      windows, its guests recovering from reordering). Connections open at the high level. A
+//!      high segment meets little of the port's queue, so the law reads the CE echo as a mark as
+//!      well as delay: it sees the port's congestion at either level.
 //!
 //! ACKs are never held and go first.
 use super::{AnySelector, LawCounters, Selector, SelectorMaker, VmInfo, VmQueue};
@@ -335,6 +346,11 @@ struct WindowCfg {
     /// once (false as shipped: its next gap starts when it sends; a variant).
     #[serde(default)]
     pace_credit: bool,
+    /// The guarantee at priority: a connection whose law window is at its guarantee's floor sends
+    /// at the switches' high level, else at the low one, and the law reads the switches' CE marks
+    /// as well as delay (absent: off; the scenario's default is on, see the module docstring).
+    #[serde(default)]
+    prio: bool,
 }
 
 impl WindowCfg {
@@ -472,6 +488,12 @@ struct ConnState {
     moved: u64,
     /// When it was last given its turn (0: never); it is live from then on, before it sends.
     turn_at: u64,
+    /// `prio`: its law window is at its guarantee's floor (it asks for the high level).
+    want_high: bool,
+    /// `prio`: its segments leave at the high level.
+    high: bool,
+    /// `prio`: one past the highest segment it sent at the low level.
+    low_hi: u64,
 }
 
 impl ConnState {
@@ -726,7 +748,9 @@ impl PaccpHost {
                 0.875 * c.srtt_ps + 0.125 * rtt as f64
             };
             c.acks += 1;
-            let m = rtt - c.base_ps > f.mark_ns.saturating_mul(1000);
+            // `prio`: a segment at the high level meets little of the port's queue; the switches'
+            // CE mark tells the law what the port holds, whatever the level
+            let m = rtt - c.base_ps > f.mark_ns.saturating_mul(1000) || (f.prio && pkt.ce);
             delay = Some((rtt - c.base_ps) as f64);
             if m {
                 c.marked += 1;
@@ -837,6 +861,8 @@ impl PaccpHost {
         // the law's window; below one segment the guest keeps one and the host paces the VM
         c.x = c.w.max(w_min).min(cap);
         c.rtt_ps = c.srtt_ps.max(c.base_ps as f64);
+        // `prio`: at the guarantee's floor, the connection asks for the high level
+        c.want_high = f.prio && theta > 0.0 && c.w <= w_min;
         // a fractional window as the average of the whole ones imposed ACK after ACK (rounding each
         // of k connections up would add up to k segments to the VM's window)
         let x = c.x.max(1.0);
@@ -1291,6 +1317,8 @@ impl Selector for PaccpHost {
         }
         // the VM's first connection: its window is set at its first ACK (`start`)
         let first = n == 0 && f.start;
+        // `prio`: a connection of a VM with a guarantee opens at its floor, at the high level
+        let theta_pos = f.prio && self.pair(vm).theta_bps > 0.0;
         let c = self.conns.entry(pkt.flow).or_insert_with(|| ConnState {
             vm,
             sent: std::collections::VecDeque::new(),
@@ -1319,6 +1347,9 @@ impl Selector for PaccpHost {
             waiting: None,
             moved: now_ps,
             turn_at: 0,
+            want_high: theta_pos,
+            high: false,
+            low_hi: 0,
         });
         // a segment below the highest sent is a retransmission: the guest lost one
         if known && pkt.seq < c.hi {
@@ -1330,6 +1361,23 @@ impl Selector for PaccpHost {
         c.sent.push_back((pkt.ts, now_ps));
         c.hi = c.hi.max(pkt.seq + 1);
         c.last_sent = now_ps;
+    }
+
+    fn class_of(&mut self, pkt: &Pkt, _now_ps: u64) -> Option<u8> {
+        if pkt.is_ack || !self.p.window.is_some_and(|f| f.prio) {
+            return None;
+        }
+        let c = self.conns.get_mut(&pkt.flow)?;
+        // up only once nothing it sent at the low level is unacknowledged, so that its high
+        // segments never overtake its low ones (its guest would take that for a loss); down at once
+        // (a later segment at the low level cannot overtake an earlier one at the high level)
+        if c.want_high && (c.high || c.una >= c.low_hi) {
+            c.high = true;
+            return Some(0);
+        }
+        c.high = false;
+        c.low_hi = c.low_hi.max(pkt.seq + 1);
+        Some(1)
     }
 
     fn on_ack_in(&mut self, pkt: &Pkt, base_ps: u64, now_ps: u64) -> Option<u64> {

@@ -28,6 +28,9 @@ pub struct Pkt {
     pub ts: u64,
     /// ACK only, with `transport.sack`: the SACK blocks (relative to `seq`).
     pub(crate) sack: SackOpt,
+    /// Congestion experienced: data, a switch queue with a CE threshold found its backlog above it
+    /// (`queues.switch.ce_ns`); ACK, the receiver echoes it (as ECN's CE and ECE, per ACK as DCTCP).
+    pub ce: bool,
 }
 
 impl Pkt {
@@ -42,6 +45,7 @@ impl Pkt {
         seq: 0,
         ts: 0,
         sack: SackOpt::NONE,
+        ce: false,
     };
 }
 
@@ -75,6 +79,9 @@ pub(crate) struct NetStats {
 mod tests {
     #[test]
     fn a_packet_stays_small() {
-        assert_eq!(std::mem::size_of::<super::Pkt>(), 40);
+        // 41 bytes of fields (40 before the CE mark), padded to 48; a packet in flight lives in a
+        // slab slot, which stays one cache line with it
+        assert_eq!(std::mem::size_of::<super::Pkt>(), 48);
+        assert_eq!(std::mem::size_of::<super::slab::Slot>(), 64);
     }
 }

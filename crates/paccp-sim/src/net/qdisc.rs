@@ -33,6 +33,9 @@ pub trait Qdisc: std::fmt::Debug {
     fn bytes(&self) -> u64;
     /// Waiting packets.
     fn len(&self) -> usize;
+    /// The rate (bit/s) and the (packet, byte) limits of the channel it is in front of, told once
+    /// when the channel is built (the default: not needed).
+    fn on_channel(&mut self, _rate_bps: u64, _limits: (u64, u64)) {}
     /// No packet waits.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -200,6 +203,14 @@ pub struct Prio {
     levels: Vec<Fifo>,
     /// RED early drop per level (empty: drop-tail only).
     red: Vec<Red>,
+    /// CE threshold (ps; 0: none): a packet that finds the levels together holding more than this
+    /// at the channel's rate is marked CE, whatever its level (a port-wide ECN threshold).
+    ce_ps: u64,
+    /// The channel's rate (bit/s; 0 until told).
+    rate_bps: u64,
+    /// The levels share one buffer, the channel's own (its link's `buffer`): (packet, byte) limits of
+    /// all levels together, set by [`Qdisc::on_channel`] (`None`: each level has its own limit).
+    shared: Option<(u64, u64)>,
 }
 
 impl Prio {
@@ -208,6 +219,18 @@ impl Prio {
         Prio {
             levels: levels.iter().map(|&b| Fifo::new(b)).collect(),
             red: Vec::new(),
+            ce_ps: 0,
+            rate_bps: 0,
+            shared: None,
+        }
+    }
+    /// The same, marking CE on packets that find more than `ce_ns` of backlog (all levels; 0:
+    /// none), and, if `shared_buffer`, with its levels sharing the channel's own buffer.
+    pub fn with_ce(self, ce_ns: u64, shared_buffer: bool) -> Prio {
+        Prio {
+            ce_ps: ce_ns.saturating_mul(1000),
+            shared: shared_buffer.then_some((u64::MAX, u64::MAX)),
+            ..self
         }
     }
     /// The same levels with RED in front of each; level `i` draws from stream `{name}/{i}`.
@@ -227,20 +250,35 @@ impl Prio {
 
 impl Qdisc for Prio {
     fn has_room(&self, size: u64, key: QKey) -> bool {
+        if let Some((pkts, bytes)) = self.shared {
+            return (self.len() as u64) < pkts && self.bytes() + size <= bytes;
+        }
         self.levels[self.level(key)].has_room(size)
     }
 
     fn admit(&mut self, size: u64, key: QKey, now: u64, pkt_time: u64) -> bool {
         let l = self.level(key);
         if self.red.is_empty() {
-            return self.levels[l].has_room(size);
+            return self.has_room(size, key);
         }
         self.red[l].admit(self.levels[l].len(), now, pkt_time) && self.levels[l].has_room(size)
     }
 
-    fn push(&mut self, pkt: Pkt, key: QKey) {
+    fn push(&mut self, mut pkt: Pkt, key: QKey) {
         let l = self.level(key);
+        // data only: an ACK is not ECN-capable (its CE is the receiver's echo)
+        if self.ce_ps > 0 && self.rate_bps > 0 && !pkt.is_ack {
+            let backlog_ps = self.bytes() as u128 * 8 * 1_000_000_000_000 / self.rate_bps as u128;
+            pkt.ce |= backlog_ps > self.ce_ps as u128;
+        }
         self.levels[l].push(pkt)
+    }
+
+    fn on_channel(&mut self, rate_bps: u64, limits: (u64, u64)) {
+        self.rate_bps = rate_bps;
+        if self.shared.is_some() {
+            self.shared = Some(limits);
+        }
     }
 
     fn pop(&mut self, now: u64) -> Pop {
@@ -280,6 +318,7 @@ pub(crate) mod tests {
             seq: 0,
             ts: 0,
             sack: SackOpt::NONE,
+            ce: false,
         }
     }
 
@@ -288,6 +327,52 @@ pub(crate) mod tests {
             class,
             vm: QKey::NO_VM,
         }
+    }
+
+    #[test]
+    fn a_port_wide_ce_threshold_marks_data_of_every_level_but_no_ack() {
+        // 1 Gb/s, 10 us: a packet that finds more than 1,250 bytes waiting (any level) is marked
+        let mut s = Prio::new(&[BufCfg::Packets(10), BufCfg::Packets(10)]).with_ce(10_000, false);
+        s.on_channel(1_000_000_000, (10, u64::MAX));
+        s.push(pkt(0, 1, 1000), key(1));
+        s.push(pkt(1, 0, 1000), key(0)); // finds 1,000 bytes: not marked
+        s.push(pkt(2, 0, 1000), key(0)); // finds 2,000 bytes at the other level too: marked
+        let mut ack = pkt(3, 0, 40);
+        ack.is_ack = true;
+        s.push(ack, key(0));
+        let mut got = Vec::new();
+        while let Pop::Packet(p) = s.pop(0) {
+            got.push((p.flow, p.ce));
+        }
+        assert_eq!(got, vec![(1, false), (2, true), (3, false), (0, false)]);
+        // without a threshold nothing is marked
+        let mut s = Prio::new(&[BufCfg::Packets(10)]);
+        s.on_channel(1_000_000_000, (10, u64::MAX));
+        for f in 0..5 {
+            s.push(pkt(f, 0, 1500), key(0));
+        }
+        while let Pop::Packet(p) = s.pop(0) {
+            assert!(!p.ce);
+        }
+    }
+
+    #[test]
+    fn levels_may_share_the_channels_buffer() {
+        // shared: 3 packets in all, whatever their level (the levels' own limits do not count)
+        let mut s = Prio::new(&[BufCfg::Packets(1), BufCfg::Packets(1)]).with_ce(0, true);
+        s.on_channel(1_000_000_000, (3, u64::MAX));
+        for l in [1u8, 1, 0] {
+            assert!(s.admit(1500, key(l), 0, 0));
+            s.push(pkt(0, l, 1500), key(l));
+        }
+        assert!(!s.has_room(1500, key(0)) && !s.admit(1500, key(1), 0, 0));
+        s.pop(0);
+        assert!(s.has_room(1500, key(0)));
+        // not shared: each level has its own limit
+        let mut s = Prio::new(&[BufCfg::Packets(1), BufCfg::Packets(1)]).with_ce(0, false);
+        s.on_channel(1_000_000_000, (3, u64::MAX));
+        s.push(pkt(0, 1, 1500), key(1));
+        assert!(!s.has_room(1500, key(1)) && s.has_room(1500, key(0)));
     }
 
     #[test]

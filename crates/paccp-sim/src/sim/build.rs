@@ -219,7 +219,10 @@ impl Simulation {
                 } else {
                     switch_q(c.from)
                 }
-                .map(Box::new);
+                .map(|mut q| {
+                    q.on_channel(c.rate.0, limits(c.buffer));
+                    Box::new(q)
+                });
                 ch
             })
             .collect();

@@ -74,7 +74,13 @@ fn drop_tail(cx: &QdiscCx<'_>, v: &Value) -> Result<QdiscMaker> {
 }
 
 fn strict_priority(cx: &QdiscCx<'_>, v: &Value) -> Result<QdiscMaker> {
-    let StrictPriorityCfg { levels, red, .. } = read(cx, v)?;
+    let StrictPriorityCfg {
+        levels,
+        red,
+        ce_ns,
+        shared_buffer,
+        ..
+    } = read(cx, v)?;
     let field = cx.field;
     if levels.is_empty() || levels.len() > 256 {
         return Err(EngineError::invalid(
@@ -85,8 +91,15 @@ fn strict_priority(cx: &QdiscCx<'_>, v: &Value) -> Result<QdiscMaker> {
     for (i, b) in levels.iter().enumerate() {
         check_buf(&format!("{field}.levels[{i}]"), b)?;
     }
+    if ce_ns == Some(0) {
+        return Err(EngineError::invalid(
+            format!("{field}.ce_ns"),
+            "must be positive (absent: no marking)",
+        ));
+    }
+    let ce = ce_ns.unwrap_or(0);
     let Some(red) = red else {
-        let p = Prio::new(&levels);
+        let p = Prio::new(&levels).with_ce(ce, shared_buffer);
         return Ok(Box::new(move |_| Some(Box::new(p.clone()))));
     };
     red.check()
@@ -95,7 +108,8 @@ fn strict_priority(cx: &QdiscCx<'_>, v: &Value) -> Result<QdiscMaker> {
     let (made, seed, name) = (std::cell::Cell::new(0u32), cx.seed, field.to_string());
     Ok(Box::new(move |_| {
         let k = made.replace(made.get() + 1);
-        let p = Prio::with_red(&levels, red, seed, &format!("{name}.red/{k}"));
+        let p = Prio::with_red(&levels, red, seed, &format!("{name}.red/{k}"))
+            .with_ce(ce, shared_buffer);
         Some(Box::new(p))
     }))
 }

@@ -88,6 +88,7 @@ fn dupacks_new_segments(sim: &mut Simulation, n: usize) -> Vec<u64> {
             seq: 0,
             ts: 0,
             sack: crate::sack::SackOpt::NONE,
+            ce: false,
         };
         sim.q.now = 1_000_000 * (k as u64 + 1);
         let (flows, mut cx) = ctx!(sim);
@@ -124,4 +125,28 @@ fn newreno_recovery_sends_in_proportion_to_deliveries_with_prr() {
         "inflation sends nothing new in the first half of the recovery"
     );
     assert!(new[18] >= 8);
+}
+
+#[test]
+fn an_ack_echoes_the_ce_mark_of_the_data_it_acknowledges() {
+    let mut sim = recovery_sim(true);
+    let ch = sim.routes[sim.flows[0].info.route_ack as usize] as usize;
+    for (seq, ce) in [(0, true), (1, false), (2, true)] {
+        let pkt = Pkt {
+            flow: 0,
+            pos: 0,
+            is_ack: false,
+            class: 0,
+            size: 1500,
+            seq,
+            ts: seq,
+            sack: crate::sack::SackOpt::NONE,
+            ce,
+        };
+        let (flows, mut cx) = ctx!(sim);
+        flows[0].on_data(0, pkt, &mut cx);
+        let (ack, _) = sim.channels[ch].pop_head(&mut sim.slab).expect("the ACK");
+        assert!(ack.is_ack);
+        assert_eq!((ack.seq, ack.ce), (seq + 1, ce));
+    }
 }

@@ -49,6 +49,7 @@ impl Flow {
             seq: seg,
             ts: cx.now(),
             sack: SackOpt::NONE,
+            ce: false,
         };
         let ch = cx.routes[self.info.route_data as usize];
         let c = &mut cx.channels[ch as usize];

@@ -150,6 +150,7 @@ impl Flow {
             seq,
             ts,
             sack: SackOpt::NONE,
+            ce: false,
         };
         let ch = cx.routes[route as usize];
         cx.inject(pkt, ch, key);

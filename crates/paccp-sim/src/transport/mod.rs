@@ -246,6 +246,8 @@ pub(crate) struct Receiver {
     pub(crate) delack_ts: u64,
     /// With a receiver processing delay: an ACK is scheduled (the `DelAck` event of `delack_gen`).
     pub(crate) ack_due: bool,
+    /// A data segment the next ACK covers arrived with CE set (the ACK echoes it).
+    pub(crate) ce: bool,
     /// The stream of processing delays (only with `ack_delay_mean` > 0).
     pub(crate) ack_rng: Option<Box<Pcg64Mcg>>,
 }
@@ -326,6 +328,7 @@ impl Flow {
                 delack_gen: 0,
                 delack_ts: 0,
                 ack_due: false,
+                ce: false,
                 ack_rng,
             },
             sub: None,

@@ -20,6 +20,7 @@ impl Flow {
         let r = &mut self.rcv;
         let seg = pkt.seq;
         let mut immediate = true;
+        r.ce |= pkt.ce;
         if seg == r.rcv_nxt {
             let had_hole = !r.ooo.is_empty();
             r.rcv_nxt += 1;
@@ -131,6 +132,7 @@ impl Flow {
             seq: r.rcv_nxt,
             ts,
             sack,
+            ce: std::mem::take(&mut r.ce),
         };
         let ch = cx.routes[self.info.route_ack as usize];
         cx.inject(pkt, ch, key);

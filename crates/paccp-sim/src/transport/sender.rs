@@ -42,6 +42,7 @@ impl Flow {
             seq: seg,
             ts: cx.now(),
             sack: SackOpt::NONE,
+            ce: false,
         };
         let ch = cx.routes[self.info.route_data as usize];
         cx.inject(pkt, ch, key);

@@ -37,6 +37,7 @@ fn pure_ack(seq: u64, ts: u64) -> Pkt {
         seq,
         ts,
         sack: SackOpt::NONE,
+        ce: false,
     }
 }
 

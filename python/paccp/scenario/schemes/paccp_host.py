@@ -47,6 +47,11 @@ Scenario section (engine: ``crates/paccp-sim/src/host/paccp_host.rs``, which doc
                           # (docs/host-scheme.md, "Not solved": it breaks the guarantee bars)
     pace_credit = false   # a variant: a paced connection that had nothing to send when its gap ended
                           # may send one segment at once (a token bucket one segment deep)
+    prio = true           # the guarantee at priority (with window = "law"): a connection whose law window
+                          # is at its guarantee's floor sends at the switches' high level, the others at
+                          # the low one (two strict-priority levels sharing their link's buffer, marking
+                          # CE above `mark` of the port's backlog; the law reads CE as well as delay)
+                          # (false: one level, delay alone, ablation)
     rcos = 3.0
 
 Each VM's pair is its ``theta`` / ``omega`` in ``[[vms]]``; the host port rate is the host's access rate.
@@ -91,11 +96,14 @@ class PaccpHost(_M):
     dedup: bool = True
     grow_marked: bool = False
     pace_credit: bool = False
+    prio: bool = True
 
     def check(self, sc: Scenario) -> None:
         """Cross-field checks (UserError naming the field); called by the scenario's semantic checks."""
         if sc.softbw is not None:
             raise UserError("scheme: paccp_host cannot be combined with [softbw] (both set the host queues)")
+        if "prio" in self.model_fields_set and self.prio and self.window != "law":
+            raise UserError('scheme.prio: needs window = "law" (the law finds the connections at a floor)')
 
     def to_engine(self, sc: Scenario, eng: dict[str, Any]) -> dict[str, Any]:
         """The engine JSON of ``sc``: the paccp_host selector at every host with a VM."""
@@ -140,7 +148,16 @@ class PaccpHost(_M):
                 "dedup": self.dedup,
                 "grow_marked": self.grow_marked,
                 "pace_credit": self.pace_credit,
+                "prio": self.prio and self.window == "law",
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}
+        if self.prio and self.window == "law":
+            buf = dict(sc.topology.nic_buffer)  # the count of levels only: they share their link's buffer
+            queues["switch"] = {
+                "kind": "strict_priority",
+                "levels": [buf, buf],
+                "shared_buffer": True,
+                "ce_ns": self.mark,
+            }
         return dict(eng, queues=queues)

@@ -1130,3 +1130,92 @@ fn the_law_counts_what_it_saw_of_each_vm() {
     let h = windowed_cap_off();
     assert!(h.law_counters().is_empty());
 }
+
+/// A host with one VM (theta, omega) on a 1 Gb/s port, the law in time, the guarantee at priority
+/// (`prio`) or not.
+fn prioritised(theta: u64, prio: bool) -> PaccpHost {
+    let mut h = windowed_fluid(theta, 1.0, true, true);
+    if let Some(f) = h.p.window.as_mut() {
+        f.prio = prio;
+    }
+    h
+}
+
+/// Segment `seq` of flow `flow` leaves VM 0's host at `t`: the class the host gives it.
+fn leave(h: &mut PaccpHost, flow: u32, seq: u64, t: u64) -> Option<u8> {
+    let mut p = pkt(flow, 0, 1500);
+    p.seq = seq;
+    p.ts = t;
+    h.serving = Some(0);
+    h.on_dequeue(0, &p, t);
+    h.class_of(&p, t)
+}
+
+/// The ACK of segment `seq` (sent at `ts`) reaches the host at `now`, with CE or not.
+fn ack_ce(h: &mut PaccpHost, flow: u32, seq: u64, ts: u64, now: u64, ce: bool) {
+    let mut a = pkt(flow, 0, 40);
+    a.is_ack = true;
+    a.seq = seq + 1;
+    a.ts = ts;
+    a.ce = ce;
+    h.on_ack_in(&a, 40_000_000, now)
+        .expect("a known connection");
+}
+
+#[test]
+fn a_connection_at_its_floor_sends_at_the_high_level_and_moves_up_only_once_its_low_segments_are_acknowledged(
+) {
+    let rtt = 40_000_000u64; // 40 us: the guarantee's floor at 500 Mb/s is 1.7 segments
+    let mut h = prioritised(500_000_000, true);
+    // a VM with a guarantee opens at its floor: high
+    assert_eq!(leave(&mut h, 0, 0, 0), Some(0));
+    // the law's window at or below the floor (marked ACKs would take it there): it asks for high
+    h.conns.get_mut(&0).expect("known").w = 0.5;
+    ack_ce(&mut h, 0, 0, 0, rtt, true);
+    assert!(h.conns[&0].want_high);
+    // the law's window above the floor: the next segments go low, at once
+    h.conns.get_mut(&0).expect("known").w = 50.0;
+    ack_ce(&mut h, 0, 0, 0, rtt + 1, false);
+    assert!(!h.conns[&0].want_high);
+    assert_eq!(leave(&mut h, 0, 1, 2 * rtt), Some(1));
+    assert_eq!(leave(&mut h, 0, 2, 2 * rtt + 1), Some(1));
+    // back at the floor: low while segment 2, sent low, is unacknowledged (a high segment would
+    // overtake it), high once it is
+    // (CE-marked ACKs keep the law there)
+    h.conns.get_mut(&0).expect("known").w = 0.5;
+    ack_ce(&mut h, 0, 1, 2 * rtt, 3 * rtt, true);
+    assert!(h.conns[&0].want_high);
+    assert_eq!(leave(&mut h, 0, 3, 3 * rtt), Some(1));
+    ack_ce(&mut h, 0, 3, 3 * rtt, 4 * rtt, true);
+    assert!(h.conns[&0].want_high);
+    assert_eq!(leave(&mut h, 0, 4, 4 * rtt), Some(0));
+    // an ACK leaving the host keeps its class
+    let mut a = pkt(0, 0, 40);
+    a.is_ack = true;
+    assert_eq!(h.class_of(&a, 4 * rtt), None);
+    // best effort (no guarantee) is always low; without `prio` the host leaves the class alone
+    let mut be = prioritised(0, true);
+    assert_eq!(leave(&mut be, 0, 0, 0), Some(1));
+    let mut off = prioritised(500_000_000, false);
+    assert_eq!(leave(&mut off, 0, 0, 0), None);
+}
+
+#[test]
+fn with_the_guarantee_at_priority_the_law_reads_ce_as_a_mark() {
+    // two hosts see the same ACKs, without queueing delay; one's carry CE
+    let rtt = 40_000_000u64;
+    let mut w = Vec::new();
+    for ce in [false, true] {
+        let mut h = prioritised(0, true);
+        leave(&mut h, 0, 0, 0);
+        ack_ce(&mut h, 0, 0, 0, rtt, false);
+        h.conns.get_mut(&0).expect("known").w = 20.0;
+        for i in 1..=20u64 {
+            leave(&mut h, 0, i, i * rtt);
+            ack_ce(&mut h, 0, i, i * rtt, (i + 1) * rtt, ce);
+        }
+        w.push(h.conns[&0].w);
+    }
+    // unmarked with its window not in use the law holds; CE marks halve it per RTT of marked time
+    assert!(w[0] >= 20.0 - 1e-9 && w[1] < 1.0, "{w:?}");
+}
