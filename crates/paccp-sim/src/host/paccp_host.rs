@@ -42,9 +42,9 @@
 //!      loss: the queueing delay beyond the host, the ACK's RTT measured from the segment's departure
 //!      from the host (the host queue's own wait excluded) minus the unloaded RTT (or a smaller one
 //!      seen), "marked" above `mark_ns` (as ECN at a switch queue with a threshold; with `prio` the
-//!      switches mark CE too, and an ACK echoing it is marked). The window imposed is the law's W, never below Wmin (theta / n
-//!      over the current RTT) nor above the cap. A connection that joins a VM with live connections
-//!      starts at their mean window (not at the cap).
+//!      switches mark CE too, and an ACK echoing it is marked). The window imposed is the law's W,
+//!      never below Wmin (theta / n over the current RTT) nor above the cap. A connection that
+//!      joins a VM with live connections starts at their mean window (not at the cap).
 //!    - **the law in time** (`fluid = true`): each ACK advances W over the time since the
 //!      connection's previous ACK ([`Step::advance`], DCTCP's fluid model integrated exactly): per
 //!      RTT of marked time W / 2 less; per RTT of unmarked time, while the VM's connections together
@@ -139,6 +139,9 @@
 //!      windows, its guests recovering from reordering). Connections open at the high level. A
 //!      high segment meets little of the port's queue, so the law reads the CE echo as a mark as
 //!      well as delay: it sees the port's congestion at either level.
+//!    - a retransmission ends the connection's round at the next ACK even without an RTT sample (a
+//!      guest in loss recovery echoes old timestamps), and an ACK advances the law by at most the
+//!      expected gap between ACKs (at least an RTT), not over a silence (`fluid`).
 //!
 //! ACKs are never held and go first.
 use super::{AnySelector, LawCounters, Selector, SelectorMaker, VmInfo, VmQueue};
@@ -1542,6 +1545,13 @@ pub fn parse(v: &Value, vms: &[VmInfo]) -> Result<SelectorMaker> {
             return Err(EngineError::invalid(
                 format!("{field}.window"),
                 "needs queue_pkts > 0, mss_bytes > 0, idle_ns > 0 and rcos > 1",
+            ));
+        }
+        if f.prio && !f.law {
+            // the law says which connections are at their floor
+            return Err(EngineError::invalid(
+                format!("{field}.window.prio"),
+                "needs law = true",
             ));
         }
     }

@@ -261,7 +261,7 @@ impl Qdisc for Prio {
         if self.red.is_empty() {
             return self.has_room(size, key);
         }
-        self.red[l].admit(self.levels[l].len(), now, pkt_time) && self.levels[l].has_room(size)
+        self.red[l].admit(self.levels[l].len(), now, pkt_time) && self.has_room(size, key)
     }
 
     fn push(&mut self, mut pkt: Pkt, key: QKey) {

@@ -208,6 +208,16 @@ fn bad_config_is_an_error() {
     c = cfg(&[(0, 1.0)], true, "optimum");
     c["window"] = json!({"law": true, "queue_pkts": 0, "mark_ns": 1, "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1});
     assert!(parse(&c, &vms).is_err());
+    // the guarantee at priority needs the law (it says which connections are at their floor)
+    for (law, ok) in [(true, true), (false, false)] {
+        c["window"] = json!({"law": law, "queue_pkts": 100, "mark_ns": 50_000u64, "queue_ns": 500_000u64,
+                             "rcos": 3.0, "mss_bytes": 1500, "idle_ns": 1_000_000u64, "start": true,
+                             "loss": true, "fluid": true, "pool": true, "split": true, "prio": true});
+        match parse(&c, &vms) {
+            Ok(_) => assert!(ok),
+            Err(e) => assert!(!ok && e.to_string().contains("window.prio"), "{e}"),
+        }
+    }
 }
 
 /// A host with one VM (theta, omega) on a 1 Gb/s port and the window part on.
