@@ -206,8 +206,9 @@ pub struct Prio {
     /// CE threshold (ps; 0: none): a packet that finds the levels together holding more than this
     /// at the channel's rate is marked CE, whatever its level (a port-wide ECN threshold).
     ce_ps: u64,
-    /// The channel's rate (bit/s; 0 until told).
-    rate_bps: u64,
+    /// That threshold in bytes at the channel's rate, set by [`Qdisc::on_channel`]: a data packet
+    /// that finds at least this many bytes waiting is marked (`None`: no marking).
+    ce_bytes: Option<u64>,
     /// The levels share one buffer, the channel's own (its link's `buffer`): (packet, byte) limits of
     /// all levels together, set by [`Qdisc::on_channel`] (`None`: each level has its own limit).
     shared: Option<(u64, u64)>,
@@ -220,7 +221,7 @@ impl Prio {
             levels: levels.iter().map(|&b| Fifo::new(b)).collect(),
             red: Vec::new(),
             ce_ps: 0,
-            rate_bps: 0,
+            ce_bytes: None,
             shared: None,
         }
     }
@@ -267,15 +268,20 @@ impl Qdisc for Prio {
     fn push(&mut self, mut pkt: Pkt, key: QKey) {
         let l = self.level(key);
         // data only: an ACK is not ECN-capable (its CE is the receiver's echo)
-        if self.ce_ps > 0 && self.rate_bps > 0 && !pkt.is_ack {
-            let backlog_ps = self.bytes() as u128 * 8 * 1_000_000_000_000 / self.rate_bps as u128;
-            pkt.ce |= backlog_ps > self.ce_ps as u128;
+        if let (Some(min), false) = (self.ce_bytes, pkt.is_ack) {
+            pkt.ce |= self.bytes() >= min;
         }
         self.levels[l].push(pkt)
     }
 
     fn on_channel(&mut self, rate_bps: u64, limits: (u64, u64)) {
-        self.rate_bps = rate_bps;
+        // marked when the backlog's time at the rate, in whole ps, is above `ce_ps`:
+        // floor(bytes * 8e12 / rate) > ce_ps, i.e. bytes * 8e12 >= (ce_ps + 1) * rate
+        if self.ce_ps > 0 && rate_bps > 0 {
+            let min = (u128::from(self.ce_ps) + 1) * u128::from(rate_bps);
+            self.ce_bytes =
+                Some(u64::try_from(min.div_ceil(8_000_000_000_000)).unwrap_or(u64::MAX));
+        }
         if self.shared.is_some() {
             self.shared = Some(limits);
         }
