@@ -10,7 +10,8 @@ from paccp.compare.schemes import SCHEME_SETS, SCHEMES
 from paccp.errors import UserError
 
 DEFAULT_SCHEMES = "paccp-vbp,paccp-fbp,softbw,mptcp-bgwc,ratelimit,tcp,paccp-host"
-"""The schemes run when ``--schemes`` is not given: every scheme but paccp-host's ablations and variants."""
+"""The schemes run when ``--schemes`` is not given: every scheme but paccp-host's ablations and variants and
+the diagnostic ``mptcp-bgwc-shared``."""
 
 
 def compare(
@@ -23,7 +24,8 @@ def compare(
         + ", ".join(SCHEMES)
         + "; or "
         + ", ".join(SCHEME_SETS)
-        + " (paccp-host and each of its ablations; default: all but the ablations and the variants)",
+        + " (paccp-host and each of its ablations; default: all but the ablations, the variants and"
+        + " mptcp-bgwc-shared)",
     ),
     quick: bool = typer.Option(
         False, "--quick", help="scaled down as the file's [compare.quick] table says (what the tests run)"

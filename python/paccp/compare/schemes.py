@@ -220,16 +220,27 @@ def mptcp_b_g(setup: Setup, v: SetupVm) -> int:
     return min(UNIT_DEFAULT_BPS, hose_b(setup, v))
 
 
-def mptcp_build(setup: Setup) -> dict[str, Any]:
-    """MPTCP BG/WC, variant ours: B_g (:func:`mptcp_b_g`), A_l = max(1, round(W))."""
+def mptcp_build(setup: Setup, shared_buffer: bool = False) -> dict[str, Any]:
+    """MPTCP BG/WC, variant ours: B_g (:func:`mptcp_b_g`), A_l = max(1, round(W)).
+
+    Its switch ports' two priority levels each have the port's whole buffer, as the scheme's
+    reproduction has them (``mptcp-bgwc``); ``shared_buffer`` puts both within that one buffer, the
+    switch memory every other scheme has (``mptcp-bgwc-shared``, run only when named).
+    """
     vms = [_vm(v, mptcp_b_g(setup, v)) for v in setup.vms]
     sc = _scenario(setup, vms, [_flow(f) for f in setup.flows])
     sc["scheme"] = {
         "kind": "mptcp_bgwc",
         "variant": "ours",
         "competition_levels": {v.id: competition_level(v.purchase) for v in setup.vms},
+        "shared_buffer": shared_buffer,
     }
     return sc
+
+
+def mptcp_shared_build(setup: Setup) -> dict[str, Any]:
+    """:func:`mptcp_build` with its two levels sharing the port's one buffer."""
+    return mptcp_build(setup, shared_buffer=True)
 
 
 def mptcp_price(book: PriceBook, vm: SetupVm, use: VmUse) -> Decimal:
@@ -314,6 +325,13 @@ SCHEMES: dict[str, Scheme] = {
         Scheme("paccp-fbp", "PACCP, flow-based pricing", paccp_fbp_build, paccp_params, paccp_fbp_price),
         Scheme("softbw", "SoftBW host fulfilment scheduler", softbw_build, softbw_params, softbw_price),
         Scheme("mptcp-bgwc", "MPTCP BG/WC (ours variant)", mptcp_build, mptcp_params, mptcp_price),
+        Scheme(
+            "mptcp-bgwc-shared",
+            "MPTCP BG/WC, levels sharing one buffer",
+            mptcp_shared_build,
+            mptcp_params,
+            mptcp_price,
+        ),
         Scheme(
             "ratelimit",
             "ElasticSwitch-style rate limiters",

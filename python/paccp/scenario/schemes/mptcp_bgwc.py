@@ -22,6 +22,8 @@ Scenario section (SPEC section 6; the paper is ``papers/mptcp-bandwidth-guarante
                               # drop before the level's drop-tail limit; engine ``net/red.rs``)
     red = {min_th = 20, max_th = 40, max_p = 0.1, w_q = 0.001953125, gentle = false}
                               # RED's parameters (packets); default: Cisco IOS WRED's for precedence 0
+    shared_buffer = false     # true: the two levels share one drop-tail limit (the port's), as
+                              # paccp-host's do; false: each level has the port's whole limit
     [[scheme.udp]]            # constant-rate UDP flows; they are BG traffic (share the VM's shaper)
     vm = "vm1"; dst = "h5"; rate = "50Mbit"; start = "0s"; stop = "1s"
 
@@ -35,8 +37,10 @@ oldest unacknowledged data) and reinjection when that window blocks. The
 VM's **guarantee B_g is its ``theta``** (``[[vms]]``): a token bucket at the host limits the VM's BG
 traffic (BG subflows and UDP) to B_g (hose model, HTB-like). BG packets carry the high-priority mark and WC
 packets the low one; every switch port serves two strict-priority queues, each with the port's drop-tail
-limit. WC traffic is not rate-limited. Under this scheme every TCP flow must belong to a VM, ``[cc]`` is not
-used (``subflow_cc`` is) and a VM's ``omega`` plays no part.
+limit (``shared_buffer``: both together within it, so the scheme has no more switch memory than one
+queue; ``paccp compare``'s ``mptcp-bgwc-shared``). WC traffic is not rate-limited. Under this scheme
+every TCP flow must belong to a VM, ``[cc]`` is not used (``subflow_cc`` is) and a VM's ``omega``
+plays no part.
 
 Variants (the paper's baselines, Figs. 18-20):
 
@@ -134,6 +138,7 @@ class MptcpBgwc(_M):
     udp: list[UdpFlow] = Field(default_factory=list)
     switch_queue: Literal["drop_tail", "red"] = "drop_tail"
     red: RedParams = Field(default_factory=RedParams)
+    shared_buffer: bool = False
 
     # ------------------------------------------------------------------ checks against the scenario
 
@@ -321,6 +326,8 @@ class MptcpBgwc(_M):
             out["connections"] = connections
         if v != "free_competition":
             prio: dict[str, Any] = {"kind": "strict_priority", "levels": [buf, buf]}
+            if self.shared_buffer:
+                prio["shared_buffer"] = True
             if self.switch_queue == "red":
                 prio["red"] = self.red.model_dump()
             out["queues"] = {"switch": prio}
