@@ -72,6 +72,24 @@ def test_each_scheme_maps_the_same_purchase_to_its_own_parameters() -> None:
     assert competition_level(Purchase(name="x", weight=2.6)) == 3
 
 
+def test_mptcp_bgwc_shared_puts_both_levels_within_the_ports_one_buffer() -> None:
+    """``mptcp-bgwc`` keeps its reproduction's switch (each level the port's whole buffer);
+    ``mptcp-bgwc-shared`` differs from it only in ``shared_buffer``, which the engine JSON carries."""
+    from paccp.sim.sweep import Point, resolve
+
+    st = _setup()
+    eng = {}
+    for name in ("mptcp-bgwc", "mptcp-bgwc-shared"):
+        sc = SCHEMES[name].build(st)
+        assert sc["scheme"]["shared_buffer"] is (name == "mptcp-bgwc-shared")
+        resolved = resolve(Point(scenario=sc, params={}), where="test").resolved
+        assert resolved is not None
+        eng[name] = resolved.engine["queues"]["switch"]
+    levels = eng["mptcp-bgwc"]["levels"]
+    assert eng["mptcp-bgwc"] == {"kind": "strict_priority", "levels": levels} and len(levels) == 2
+    assert eng["mptcp-bgwc-shared"] == {"kind": "strict_priority", "levels": levels, "shared_buffer": True}
+
+
 def test_each_scheme_prices_by_its_own_book_section() -> None:
     book, _ = load_book()
     assert book.vbp is not None and book.fbp is not None and book.mptcp_bgwc is not None
@@ -158,6 +176,11 @@ def test_overcommit_quick_gaming_discriminates(tmp_path: Path) -> None:
     checks = {c["statement"].split(":")[0]: c["holds"] for c in doc["checks"]}
     assert checks["plain TCP rewards flow count"] is True
     assert checks["softbw is VM-level"] is True
+    # the file's bars for paccp-host ([compare.bars]) are checks too; at the host its gain is none
+    bars = [c for c in doc["checks"] if c["paper"].endswith("(issue 25)")]
+    gains = [c for c in bars if "opening flows" in c["statement"]]
+    assert len(gains) == 3 and all(c["holds"] for c in gains), gains
+    assert any("every VM under paccp-host" in c["statement"] for c in bars)
     r = doc["results"]["2x"]
     for s in ("paccp-vbp", "paccp-fbp", "softbw", "mptcp-bgwc", "ratelimit", "tcp"):
         assert _in_unit(r[s]["fail_share"]) and _in_unit(r[s]["utilisation"])
@@ -306,3 +329,71 @@ def test_the_table_shows_the_vms_below_the_per_vm_bar() -> None:
     header, rows = score_rows(doc, "p")
     col = header.index("VMs < 95 % within")
     assert [row[col] for row in rows] == ["1.0 ± 0.5 of 120", "–"]
+
+
+def test_a_files_bars_are_checks_that_can_fail() -> None:
+    """``[compare.bars]`` (paccp.compare.bars): one check per bar on the means over seeds, every-link
+    feasibility where scored, else the NIC's; a bar that is missed says so; nothing to score (no
+    feasible window, no plain TCP to compare with) gives no check; unknown points are input errors."""
+    from paccp.compare.bars import bar_checks
+    from paccp.compare.spec import BarsCfg, CompareCfg
+
+    def m(v: float) -> dict[str, float]:
+        return {"mean": v, "ci95": 0.0}
+
+    def res(
+        fail: float | None, fabric: float | None, p99: float, util: float, shuffle: float, below: float = 0.0
+    ) -> dict[str, Any]:
+        return {
+            "classes": {
+                "G": {
+                    "fail_share_feasible": None if fail is None else m(fail),
+                    "fail_share_fabric": None if fabric is None else m(fabric),
+                },
+                "BE": {"fct": {"small": {"p99_ms": m(p99)}}},
+            },
+            "distance_vms": 4,
+            "distance_vms_below": m(below),
+            "utilisation": m(util),
+            "shuffle": {"all": m(shuffle)},
+        }
+
+    bars = BarsCfg(per_vm=True, be_p99=1.1, util_points=2, shuffle=True).model_dump()
+    doc: dict[str, Any] = {
+        "purchases": [{"name": "G", "guarantee": 1}, {"name": "BE", "guarantee": 0}],
+        "points": ["a", "b", "c"],
+        "bars": bars,
+        "results": {
+            # met: NIC 3 % but every link 0.5 %; p99 1.0x; 1.5 points below; shuffle equal
+            "a": {"paccp-host": res(0.03, 0.005, 2.0, 0.485, 0.010), "tcp": res(0.3, 0.3, 2.0, 0.5, 0.010)},
+            # missed: no every-link score, NIC 2 %; p99 1.2x; 2.5 points below; shuffle slower
+            # (and one VM of four below in one seed of three)
+            "b": {
+                "paccp-host": res(0.02, None, 2.4, 0.475, 0.011, 1 / 3),
+                "tcp": res(0.3, None, 2.0, 0.5, 0.010),
+            },
+            # no feasible window; no plain TCP
+            "c": {"paccp-host": res(None, None, 2.0, 0.5, 0.01)},
+        },
+        "gaming": {
+            "where": "host",
+            "results": {"paccp-host": {"1": {"gain": m(1.0)}, "16": {"gain": m(1.2)}}},
+        },
+    }
+    got = [(c["statement"].split(":")[0], c["holds"]) for c in bar_checks(doc)]
+    assert got == [("a", True)] * 5 + [("b", False)] * 5 + [("c", True)] + [
+        ("paccp-host gains nothing from opening flows (host bottleneck)", True),
+        ("paccp-host gains nothing from opening flows (host bottleneck)", False),
+    ]
+    checks = bar_checks(doc)
+    assert "at every link" in checks[0]["statement"] and "the sender's NIC" in checks[5]["statement"]
+    assert checks[7]["ours"] == "2.40 vs 2.00 ms (1.20x)" and checks[7]["paper"] == "<= 1.1x (issue 25)"
+    assert bar_checks({**doc, "bars": None}) == []
+    assert [c["holds"] for c in bar_checks({**doc, "bars": {**bars, "points": ["a"], "gain": None}})] == [
+        True
+    ] * 5
+    base = json.loads(
+        json.dumps({"name": "x", "purchases": [{"name": "G"}], "traffic": {"kind": "longlived"}})
+    )
+    with pytest.raises(ValueError, match=r"bars\.points: unknown point 'z'"):
+        CompareCfg.model_validate({**base, "bars": {"points": ["z"]}})

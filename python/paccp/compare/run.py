@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from paccp.compare.bars import bar_checks
 from paccp.compare.measure import (
     MEASURE_VERSION,
     RAW_KEYS,
@@ -260,6 +261,8 @@ def aggregate(
             "duration_ms": g.duration / 1e6,
             "results": out,
         }
+    if cfg.bars is not None:
+        doc["bars"] = cfg.bars.model_dump()
     doc["checks"] = checks(doc)
     return doc
 
@@ -347,7 +350,8 @@ def _shuffle(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The comparison's statements (``{statement, paper, ours, holds}``), from the issue's expectations."""
+    """The comparison's statements (``{statement, paper, ours, holds}``), from the issue's expectations,
+    then the file's bars (:func:`paccp.compare.bars.bar_checks`)."""
     out: list[dict[str, Any]] = []
     gm = doc.get("gaming", {}).get("results", {})
     kmax = str(max(doc["gaming"]["k"])) if "gaming" in doc else None
@@ -395,7 +399,7 @@ def checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
                         "holds": bool(ours < tcp),
                     }
                 )
-    return out
+    return out + bar_checks(doc)
 
 
 # ------------------------------------------------------------------------------------------------ outputs

@@ -50,6 +50,16 @@ A comparison file is an ordinary scenario (``[run]``, ``[transport]``, ``[topolo
     gaming_duration = "100ms"
     mapreduce_jobs = 50
 
+    [compare.bars]                 # optional: what one scheme is held to here, one check each in the
+    scheme = "paccp-host"          # summary (means over the seeds; paccp.compare.bars)
+    points = ["2x"]                # default: every point
+    fail = 0.01                    # guarantee failures over feasible windows (every link where scored)
+    per_vm = true                  # every VM within 10 % of its optimum share in >= 95 % of its windows
+    be_p99 = 1.1                   # best effort's small-flow FCT p99 at most this times plain TCP's
+    util_points = 2                # utilisation at most this many points below plain TCP's
+    shuffle = true                 # mean shuffle time no worse than plain TCP's
+    gain = 1.10                    # gaming gain at every k at most this
+
 Everything is validated before any simulation; a mistake is one line (exit code 2).
 """
 
@@ -156,6 +166,20 @@ class QuickCfg(_M):
     mapreduce_jobs: int | None = Field(default=None, ge=1)
 
 
+class BarsCfg(_M):
+    """``[compare.bars]``: what one scheme is held to on this file (issue 25's bars for paccp-host), each
+    a check in the comparison's summary (:mod:`paccp.compare.bars`); means over the seeds."""
+
+    scheme: str = "paccp-host"
+    points: list[str] | None = None
+    fail: float = Field(default=0.01, ge=0, le=1)
+    per_vm: bool = False
+    be_p99: float | None = Field(default=None, gt=0)
+    util_points: float | None = Field(default=None, ge=0)
+    shuffle: bool = False
+    gain: float | None = Field(default=1.10, gt=0)
+
+
 MAX_SEEDS = 100
 """The most seeds one comparison runs."""
 
@@ -183,6 +207,7 @@ class CompareCfg(_M):
     points: list[PointCfg] = Field(default_factory=lambda: [PointCfg(name="base")], min_length=1)
     gaming: GamingCfg | None = None
     quick: QuickCfg = QuickCfg()
+    bars: BarsCfg | None = None
 
     @model_validator(mode="after")
     def _check(self) -> CompareCfg:
@@ -196,6 +221,9 @@ class CompareCfg(_M):
         for q in self.quick.points or []:
             if q not in pts:
                 raise ValueError(f"quick.points: unknown point {q!r}")
+        for q in (self.bars.points or []) if self.bars else []:
+            if q not in pts:
+                raise ValueError(f"bars.points: unknown point {q!r}")
         return self
 
 
