@@ -237,3 +237,22 @@ def test_a_comparison_rescored_from_its_cache_says_its_time_is_scoring_only(tmp_
         index = (out / "index.md").read_text()
         assert ("| 0.2 min (scores only: every run from its cache) | 11 s |" in index) is marked, index
         assert "| 0.2 min | 11 s |" in index or marked
+
+
+def test_a_comparison_page_lists_its_checks_without_a_verdict(tmp_path: Path) -> None:
+    """A comparison's checks (the statements about every scheme, and the file's bars for paccp-host)
+    are a table on its page; the page has no verdict, since a statement about another scheme that does
+    not hold is a finding, not a failed reproduction."""
+    import shutil
+
+    from paccp.report.results_pages import job_page
+
+    d = tmp_path / "compare-overcommit"
+    d.mkdir()
+    shutil.copy(REPO / "docs" / "results" / "data" / "compare-overcommit" / "summary.json", d)
+    checks = json.loads((d / "summary.json").read_text())["checks"]
+    text, verdict, line = job_page("compare-overcommit", d, "data")
+    assert verdict is None and line == "7 schemes, 2 points"
+    assert "### Checks" in text and sum("(issue 25)" in c["paper"] for c in checks) >= 5
+    for c in checks:
+        assert c["statement"].replace("|", "\\|") in text

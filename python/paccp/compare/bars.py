@@ -114,8 +114,8 @@ def bar_checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
             out.append(
                 _check(
                     f"{bars['scheme']} gains nothing from opening flows ({doc['gaming']['where']} "
-                    f"bottleneck): a VM with {k} flows gets at most {bars['gain']:g}x the rate it gets "
-                    "with one",
+                    f"bottleneck): with {k} flow{'' if k == '1' else 's'} a VM gets at most "
+                    f"{bars['gain']:g}x the rate of a VM with one",
                     f"<= {bars['gain']:g}x",
                     f"{gain:.2f}x",
                     gain <= bars["gain"],

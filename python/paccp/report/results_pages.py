@@ -124,6 +124,15 @@ def copy_data(src: Path, data: Path, jobs: Sequence[str]) -> None:
             shutil.copy2(png, dest)
 
 
+def _checks_section(checks: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The line of :func:`checks_summary` and the table of the checks (statement, paper, ours, holds?)."""
+    rows = [
+        [c.get("statement", ""), c.get("paper", ""), c.get("ours", ""), _HOLDS[c.get("holds")]]
+        for c in checks
+    ]
+    return [f"**{checks_summary(checks)[1]}.**\n", _md_table(["statement", "paper", "ours", "holds?"], rows)]
+
+
 def job_page(job: str, d: Path, rel_data: str) -> tuple[str, bool | None, str]:
     """(markdown, verdict, one line) of one job from ``d/summary.json``."""
     summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
@@ -136,6 +145,10 @@ def job_page(job: str, d: Path, rel_data: str) -> tuple[str, bool | None, str]:
         body = compare_markdown(summary).split("\n", 1)[1]  # its own title is the page's
         parts.append(body.replace("\n## ", "\n### ").replace("\n# ", "\n## "))
         line = f"{len(summary.get('schemes', []))} schemes, {len(summary.get('points', []))} points"
+        if isinstance(summary.get("checks"), list) and summary["checks"]:
+            # no verdict: a statement about another scheme that does not hold is a finding of the
+            # comparison, not a failure to reproduce; the bars of [compare.bars] say "(issue 25)"
+            parts += ["### Checks\n", *_checks_section(summary["checks"])]
     else:
         classes = summary.get("classes")
         if isinstance(classes, dict) and classes and all("paper_bps" in c for c in classes.values()):
@@ -143,11 +156,7 @@ def job_page(job: str, d: Path, rel_data: str) -> tuple[str, bool | None, str]:
             parts += [f"**{line}** (tolerance from the experiment's details.json).\n", table]
         if isinstance(summary.get("checks"), list):
             verdict, line = checks_summary(summary["checks"])
-            rows = [
-                [c.get("statement", ""), c.get("paper", ""), c.get("ours", ""), _HOLDS[c.get("holds")]]
-                for c in summary["checks"]
-            ]
-            parts += [f"**{line}.**\n", _md_table(["statement", "paper", "ours", "holds?"], rows)]
+            parts += _checks_section(summary["checks"])
     for png in _pngs(d):
         rp = png.relative_to(d)
         text = caption(kind, rp, summary)
