@@ -276,6 +276,12 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
         (good.replace("starts = [0, 0, 0.5, 0.75]", "starts = [0, 1.5]"), "fraction of the run"),
         (good.replace("per_host = 4\n", "per_host = 4\nracks = 2\n"), "compare.vms.racks"),
         (
+            good.replace("[compare.bars]\n", '[compare.bars]\nscheme = "paccp-hots"\n'),
+            "unknown scheme 'paccp-hots'",
+        ),
+        (good.replace("[compare.bars]\n", '[compare.bars]\npoints = ["9x"]\n'), "unknown point '9x'"),
+        (good.replace("fail = 0.01\n", "fail = 2\n"), "compare.bars.fail"),
+        (
             good.replace(
                 '"1Gbit", delay = "10us", buffer = "200pkt" },\n  { a = "s1"',
                 '"-1Gbit", delay = "10us", buffer = "200pkt" },\n  { a = "s1"',

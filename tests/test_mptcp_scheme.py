@@ -182,6 +182,12 @@ def test_engine_json_of_the_scheme() -> None:
     assert red == {"min_th": 20.0, "max_th": 40.0, "max_p": 0.1, "w_q": 2.0**-9, "gentle": False}
     spec["scheme"]["variant"] = "free_competition"
     assert "scheme.switch_queue" in _err(spec)
+    # the levels in one buffer (paccp compare's mptcp-bgwc-shared); free_competition has no levels
+    spec["scheme"]["switch_queue"] = "drop_tail"
+    spec["scheme"]["shared_buffer"] = True
+    assert "scheme.shared_buffer" in _err(spec)
+    spec["scheme"]["variant"] = "ours"
+    assert to_engine(parse_scenario(spec))["queues"]["switch"]["shared_buffer"] is True
 
 
 def test_paper_numbers_cover_every_experiment_of_spec_section_10() -> None:

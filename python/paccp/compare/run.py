@@ -60,6 +60,8 @@ def plan(spec: Spec, schemes: list[Scheme]) -> tuple[list[Job], dict[str, dict[s
     reported as not run, with its one-line reason.
     """
     cfg = spec.cfg
+    if cfg.bars is not None and cfg.bars.scheme not in SCHEMES:
+        raise UserError(f"{spec.path}: compare.bars.scheme: unknown scheme {cfg.bars.scheme!r}")
     jobs: list[Job] = []
     not_run: dict[str, dict[str, str]] = {}
     tcp = SCHEMES["tcp"]

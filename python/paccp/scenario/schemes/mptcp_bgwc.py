@@ -174,6 +174,8 @@ class MptcpBgwc(_M):
             raise UserError(
                 "scheme.switch_queue: 'red' acts on the priority levels; free_competition has none"
             )
+        if self.shared_buffer and self.variant == "free_competition":
+            raise UserError("scheme.shared_buffer: acts on the priority levels; free_competition has none")
         if isinstance(self.receive_buffer, int) and self.receive_buffer <= 0:
             raise UserError("scheme.receive_buffer: must be > 0 bytes or 'dynamic'")
         for k in range(1, len(self.wc_delay_steps)):
