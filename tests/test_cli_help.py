@@ -84,13 +84,15 @@ def test_optimum_accepts_human_units(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_compare_help_lists_every_scheme(capsys: pytest.CaptureFixture[str]) -> None:
     from paccp.compare.cli import DEFAULT_SCHEMES
     from paccp.compare.host_scheme import VARIANTS
-    from paccp.compare.schemes import SCHEMES
+    from paccp.compare.schemes import DIAGNOSTICS, SCHEMES
 
-    # the default runs every scheme but paccp-host's ablations and variants; the help lists them all
+    # the default runs every scheme but paccp-host's ablations and variants and the diagnostics; the
+    # help lists them all
     variants = {f"paccp-host-{n}" for n in VARIANTS}
     assert set(DEFAULT_SCHEMES.split(",")) == {
-        s for s in SCHEMES if not s.startswith("paccp-host-no-") and s not in variants
+        s for s in SCHEMES if not s.startswith("paccp-host-no-") and s not in variants | set(DIAGNOSTICS)
     }
+    assert set(DIAGNOSTICS) <= set(SCHEMES)
     # the help wraps at 80 columns and may break a name after a hyphen
     text = re.sub(r"-\s+", "-", " ".join(_help(["compare"], capsys).split()))
     assert all(s in text for s in SCHEMES), text

@@ -353,6 +353,10 @@ SCHEMES: dict[str, Scheme] = {
 }
 
 
+DIAGNOSTICS: tuple[str, ...] = ("mptcp-bgwc-shared",)
+"""Schemes that answer a question about another (here: MPTCP BG/WC's switch memory); run only when named."""
+
+
 SCHEME_SETS: dict[str, tuple[str, ...]] = {
     "ablations": ("paccp-host", *(f"paccp-host-{n}" for n in _host.ABLATIONS)),
 }
