@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _mean(v: dict[str, Any] | None) -> float | None:
-    return None if not v else v.get("mean")
+from paccp.sim.metrics import mean_of
 
 
 def _check(statement: str, bar: str, ours: str, holds: bool) -> dict[str, Any]:
@@ -34,8 +32,8 @@ def _point_checks(doc: dict[str, Any], bars: dict[str, Any], point: str) -> list
     guaranteed = [p["name"] for p in doc["purchases"] if p["guarantee"] > 0]
     for c in guaranteed:
         cl = r["classes"].get(c, {})
-        fabric = _mean(cl.get("fail_share_fabric"))
-        fail = fabric if fabric is not None else _mean(cl.get("fail_share_feasible"))
+        fabric = mean_of(cl.get("fail_share_fabric"))
+        fail = fabric if fabric is not None else mean_of(cl.get("fail_share_feasible"))
         if fail is None:
             continue
         where = "every link" if fabric is not None else "the sender's NIC"
@@ -48,7 +46,7 @@ def _point_checks(doc: dict[str, Any], bars: dict[str, Any], point: str) -> list
                 fail <= bars["fail"],
             )
         )
-    below = _mean(r.get("distance_vms_below"))
+    below = mean_of(r.get("distance_vms_below"))
     if bars["per_vm"] and below is not None:
         out.append(
             _check(
@@ -63,8 +61,8 @@ def _point_checks(doc: dict[str, Any], bars: dict[str, Any], point: str) -> list
         return out
     be = next((p["name"] for p in doc["purchases"] if p["guarantee"] == 0), None)
     if bars["be_p99"] is not None and be is not None:
-        ours = _mean(r["classes"].get(be, {}).get("fct", {}).get("small", {}).get("p99_ms"))
-        ref = _mean(tcp["classes"].get(be, {}).get("fct", {}).get("small", {}).get("p99_ms"))
+        ours = mean_of(r["classes"].get(be, {}).get("fct", {}).get("small", {}).get("p99_ms"))
+        ref = mean_of(tcp["classes"].get(be, {}).get("fct", {}).get("small", {}).get("p99_ms"))
         if ours is not None and ref:
             out.append(
                 _check(
@@ -75,7 +73,7 @@ def _point_checks(doc: dict[str, Any], bars: dict[str, Any], point: str) -> list
                     ours <= bars["be_p99"] * ref,
                 )
             )
-    ours, ref = _mean(r.get("utilisation")), _mean(tcp.get("utilisation"))
+    ours, ref = mean_of(r.get("utilisation")), mean_of(tcp.get("utilisation"))
     if bars["util_points"] is not None and ours is not None and ref is not None:
         out.append(
             _check(
@@ -85,8 +83,8 @@ def _point_checks(doc: dict[str, Any], bars: dict[str, Any], point: str) -> list
                 100 * (ref - ours) <= bars["util_points"],
             )
         )
-    ours = _mean((r.get("shuffle") or {}).get("all"))
-    ref = _mean((tcp.get("shuffle") or {}).get("all"))
+    ours = mean_of((r.get("shuffle") or {}).get("all"))
+    ref = mean_of((tcp.get("shuffle") or {}).get("all"))
     if bars["shuffle"] and ours is not None and ref is not None:
         out.append(
             _check(
@@ -108,7 +106,7 @@ def bar_checks(doc: dict[str, Any]) -> list[dict[str, Any]]:
     rows = doc.get("gaming", {}).get("results", {}).get(bars["scheme"])
     if bars["gain"] is not None and rows:
         for k in sorted(rows, key=int):
-            gain = _mean(rows[k]["gain"])
+            gain = mean_of(rows[k]["gain"])
             if gain is None:
                 continue
             out.append(

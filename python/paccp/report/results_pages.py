@@ -124,13 +124,14 @@ def copy_data(src: Path, data: Path, jobs: Sequence[str]) -> None:
             shutil.copy2(png, dest)
 
 
-def _checks_section(checks: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The line of :func:`checks_summary` and the table of the checks (statement, paper, ours, holds?)."""
+def _checks_section(checks: Sequence[Mapping[str, Any]], line: str) -> list[str]:
+    """``line`` (theirs from :func:`checks_summary`) and the table of the checks (statement, paper,
+    ours, holds?)."""
     rows = [
         [c.get("statement", ""), c.get("paper", ""), c.get("ours", ""), _HOLDS[c.get("holds")]]
         for c in checks
     ]
-    return [f"**{checks_summary(checks)[1]}.**\n", _md_table(["statement", "paper", "ours", "holds?"], rows)]
+    return [f"**{line}.**\n", _md_table(["statement", "paper", "ours", "holds?"], rows)]
 
 
 def job_page(job: str, d: Path, rel_data: str) -> tuple[str, bool | None, str]:
@@ -148,7 +149,10 @@ def job_page(job: str, d: Path, rel_data: str) -> tuple[str, bool | None, str]:
         if isinstance(summary.get("checks"), list) and summary["checks"]:
             # no verdict: a statement about another scheme that does not hold is a finding of the
             # comparison, not a failure to reproduce; the bars of [compare.bars] say "(issue 25)"
-            parts += ["### Checks\n", *_checks_section(summary["checks"])]
+            parts += [
+                "### Checks\n",
+                *_checks_section(summary["checks"], checks_summary(summary["checks"])[1]),
+            ]
     else:
         classes = summary.get("classes")
         if isinstance(classes, dict) and classes and all("paper_bps" in c for c in classes.values()):
@@ -156,7 +160,7 @@ def job_page(job: str, d: Path, rel_data: str) -> tuple[str, bool | None, str]:
             parts += [f"**{line}** (tolerance from the experiment's details.json).\n", table]
         if isinstance(summary.get("checks"), list):
             verdict, line = checks_summary(summary["checks"])
-            parts += _checks_section(summary["checks"])
+            parts += _checks_section(summary["checks"], line)
     for png in _pngs(d):
         rp = png.relative_to(d)
         text = caption(kind, rp, summary)

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from paccp.sim.metrics import mean_of
+
 
 def _pm(v: dict[str, Any] | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
     if not v or v.get("mean") is None:
@@ -237,10 +239,6 @@ QUESTIONS = (
 )
 
 
-def _mean(v: dict[str, Any] | None) -> float | None:
-    return None if not v or v.get("mean") is None else float(v["mean"])
-
-
 def _results(doc: dict[str, Any], point: str) -> dict[str, Any]:
     return {s: r for s, r in doc["results"].get(point, {}).items() if r is not None}
 
@@ -253,7 +251,7 @@ def _question_checks(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
 def has_fct(doc: dict[str, Any]) -> bool:
     """Whether any scheme finished a flow (else there is no FCT to show)."""
     return any(
-        v["fct"]["all"]["flows"] and _mean(v["fct"]["all"].get("mean_ms")) is not None
+        v["fct"]["all"]["flows"] and mean_of(v["fct"]["all"].get("mean_ms")) is not None
         for res in doc["results"].values()
         for r in res.values()
         if r
@@ -267,7 +265,7 @@ def _closest_to_one(doc: dict[str, Any], point: str, key: str) -> tuple[str, flo
 
     best: tuple[str, float] | None = None
     for s, r in _results(doc, point).items():
-        vals = [_mean(c.get(key)) for c in r["classes"].values()]
+        vals = [mean_of(c.get(key)) for c in r["classes"].values()]
         vals2 = [v for v in vals if v is not None and v > 0]
         if not vals2:
             continue
@@ -292,7 +290,7 @@ def _question(doc: dict[str, Any], key: str, point: str) -> tuple[str, list[list
         for s, r in res.items():
             cl = r["classes"]
             rows.append([s] + [_fails(cl.get(c, {})) for c in guaranteed])
-            if all((_mean(_feasible_fails(cl.get(c, {}))) or 0) == 0 for c in guaranteed):
+            if all((mean_of(_feasible_fails(cl.get(c, {}))) or 0) == 0 for c in guaranteed):
                 clean.append(s)
         text = f"no guarantee failure where the guarantee was feasible: {', '.join(clean) or 'no scheme'}"
         return text, rows, "yes" if clean else "no"
@@ -311,7 +309,7 @@ def _question(doc: dict[str, Any], key: str, point: str) -> tuple[str, list[list
         return text, rows, "yes" if best else ""
     if key == "utilisation":
         rows = [["scheme", "utilisation %"]]
-        util = {s: _mean(r["utilisation"]) for s, r in res.items()}
+        util = {s: mean_of(r["utilisation"]) for s, r in res.items()}
         rows += [[s, _pm(r["utilisation"], "{:.1f}", 100)] for s, r in res.items()]
         known = {s: u for s, u in util.items() if u is not None}
         if not known:
@@ -329,7 +327,7 @@ def _question(doc: dict[str, Any], key: str, point: str) -> tuple[str, list[list
         fastest: dict[str, tuple[str, float]] = {}
         for s, r in res.items():
             for c, v in r["classes"].items():
-                m = _mean(v["fct"]["small"].get("p99_ms"))
+                m = mean_of(v["fct"]["small"].get("p99_ms"))
                 if m is not None and (c not in fastest or m < fastest[c][1]):
                     fastest[c] = (s, m)
         text = "shortest small-flow p99 FCT: " + "; ".join(

@@ -164,6 +164,11 @@ def mean_ci(values: Sequence[float | None], confidence: float = 0.95) -> dict[st
     return {"mean": float(xs.mean()), "ci95": half, "n": int(xs.size)}
 
 
+def mean_of(v: Mapping[str, Any] | None) -> float | None:
+    """The mean of a :func:`mean_ci` result (None when there is none)."""
+    return None if not v or v.get("mean") is None else float(v["mean"])
+
+
 def combine_seeds(per_seed: Sequence[Mapping[str, Mapping[str, float | None]]]) -> dict[str, Any]:
     """Combine ``{cos: {group: value}}`` dicts of several seeds into ``{cos: {group: mean_ci}}``."""
     out: dict[str, dict[str, Any]] = {}

@@ -109,6 +109,8 @@ class PaccpHost(_M):
         """The engine JSON of ``sc``: the paccp_host selector at every host with a VM."""
         from paccp.scenario.topology import access_rate_bps
 
+        # the guarantee at priority needs the law (an explicit prio without it is refused by `check`)
+        prio = self.prio and self.window == "law"
         vms = {
             vm.id: {
                 "theta_bps": int(vm.theta),
@@ -148,11 +150,11 @@ class PaccpHost(_M):
                 "dedup": self.dedup,
                 "grow_marked": self.grow_marked,
                 "pace_credit": self.pace_credit,
-                "prio": self.prio and self.window == "law",
+                "prio": prio,
             }
         queues = dict(eng.get("queues") or {})
         queues["host"] = {"kind": "per_vm", "buffer": dict(sc.topology.nic_buffer), "selector": selector}
-        if self.prio and self.window == "law":
+        if prio:
             buf = dict(sc.topology.nic_buffer)  # the count of levels only: they share their link's buffer
             queues["switch"] = {
                 "kind": "strict_priority",
